@@ -1,0 +1,132 @@
+"""Topology configuration: Storm's key names, their defaults, and their validation.
+
+A config is a plain dict, as in Storm. Unknown keys are kept and handed to components
+unchanged; a *known* key with a value of the wrong type or range is rejected at submit
+with an error naming the key, because a typo'd timeout silently ignored is a data-loss
+bug waiting to happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tupletree.errors import InvalidConfigError
+
+
+class Config:
+    """Storm's configuration keys as constants (``Config.TOPOLOGY_WORKERS`` ...)."""
+
+    TOPOLOGY_WORKERS = "topology.workers"
+    TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
+    TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
+    TOPOLOGY_DEBUG = "topology.debug"
+    # Not in Storm's public Config, but settled in DESIGN.md.
+    TOPOLOGY_ACKER_HIGH_WATER = "topology.acker.high.water"
+    # How many queued tuples a task may hold before the spouts feeding the worker are
+    # paused (in-worker backpressure; Storm's executor receive buffer size).
+    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
+    # How many tuples a bolt task executes per scheduler turn (batched executor turns).
+    TOPOLOGY_EXECUTOR_BATCH_SIZE = "topology.executor.batch.size"
+    DRPC_REQUEST_TIMEOUT_SECS = "drpc.request.timeout.secs"
+
+
+DEFAULTS: dict[str, Any] = {
+    Config.TOPOLOGY_WORKERS: 1,
+    Config.TOPOLOGY_ACKER_EXECUTORS: None,
+    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,
+    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING: None,
+    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: None,
+    Config.TOPOLOGY_DEBUG: False,
+    Config.TOPOLOGY_ACKER_HIGH_WATER: 2**20,
+    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 16384,
+    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: 256,
+    Config.DRPC_REQUEST_TIMEOUT_SECS: 600,
+}
+
+
+def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            kind = "an integer or None" if optional else "an integer"
+            return f"must be {kind}, got {type(value).__name__} {value!r}"
+        if value < minimum:
+            return f"must be >= {minimum}, got {value}"
+        return None
+
+    return check
+
+
+def _number(*, positive: bool, optional: bool = False) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            kind = "a number or None" if optional else "a number"
+            return f"must be {kind}, got {type(value).__name__} {value!r}"
+        if positive and value <= 0:
+            return f"must be > 0, got {value}"
+        return None
+
+    return check
+
+
+def _bool(value: Any) -> str | None:
+    if not isinstance(value, bool):
+        return f"must be True or False, got {type(value).__name__} {value!r}"
+    return None
+
+
+_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    Config.TOPOLOGY_WORKERS: _int(1),
+    Config.TOPOLOGY_ACKER_EXECUTORS: _int(0, optional=True),
+    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: _number(positive=True),
+    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: _bool,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING: _int(1, optional=True),
+    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: _number(positive=True, optional=True),
+    Config.TOPOLOGY_DEBUG: _bool,
+    Config.TOPOLOGY_ACKER_HIGH_WATER: _int(1),
+    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: _int(1),
+    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: _int(1),
+    Config.DRPC_REQUEST_TIMEOUT_SECS: _number(positive=True),
+}
+
+
+def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return a full config (defaults filled in); raise InvalidConfigError naming a bad key."""
+    if conf is None:
+        conf = {}
+    if not isinstance(conf, Mapping):
+        raise InvalidConfigError(
+            f"config must be a dict of Storm keys, got {type(conf).__name__}",
+            key="<config>",
+            value=conf,
+        )
+    for key in conf:
+        if not isinstance(key, str):
+            raise InvalidConfigError(
+                f"config keys must be strings, got {key!r}", key=repr(key), value=conf[key]
+            )
+    merged = {**DEFAULTS, **conf}
+    for key, check in _CHECKS.items():
+        problem = check(merged[key])
+        if problem is not None:
+            raise InvalidConfigError(f"config key {key!r} {problem}", key=key, value=merged[key])
+    return merged
+
+
+def validate_component_conf(component: str, conf: Mapping[str, Any]) -> None:
+    """Check per-component overrides (``add_configuration``) with the same rules."""
+    for key, value in conf.items():
+        check = _CHECKS.get(key)
+        problem = check(value) if check else None
+        if problem is not None:
+            raise InvalidConfigError(
+                f"component {component!r}: config key {key!r} {problem}", key=key, value=value
+            )

@@ -1,0 +1,223 @@
+"""LocalCluster: run topologies in this process, in real or simulated time.
+
+Each submitted topology is one Worker hosting all its tasks. In real time each worker
+runs on a thread of its own; with ``simulate_time=True`` nothing runs in the background:
+``advance_time`` and ``wait_idle`` run the workers on the caller's thread, so a test
+sees a settled, deterministic state when they return (Storm's simulated-time cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from tupletree.config import validate
+from tupletree.errors import TopologyNotFoundError
+from tupletree.runtime.clock import RealClock, SimulatedClock
+from tupletree.runtime.metrics import aggregate
+from tupletree.runtime.worker import Worker, pickled_components
+from tupletree.topology.builder import Topology
+
+log = logging.getLogger("tupletree")
+
+# In simulated time a spout that never runs dry would keep "run until idle" going
+# forever; each step stops after this many scheduler rounds.
+SIMULATED_MAX_ROUNDS = 100_000
+IDLE_SLEEP_SECS = 0.001
+
+
+class _Runner:
+    """A worker driven by a background thread in real time."""
+
+    def __init__(self, worker: Worker, clock: RealClock) -> None:
+        self.worker = worker
+        self.clock = clock
+        self.commands: deque[Callable[[], None]] = deque()
+        self.wake = threading.Event()
+        self.cond = threading.Condition()
+        self.idle_rounds = 0
+        self.stopping = False
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._loop, name=f"tupletree-{worker.name}", daemon=True
+        )
+
+    def _loop(self) -> None:
+        worker, clock = self.worker, self.clock
+        try:
+            while not self.stopping:
+                while self.commands:
+                    self.commands.popleft()()
+                now = clock.now()
+                due = worker.next_timer_due()
+                if due is not None and now >= due:
+                    worker.fire_timers(now)
+                if worker.run_round():
+                    continue
+                with self.cond:
+                    self.idle_rounds += 1
+                    self.cond.notify_all()
+                due = worker.next_timer_due()
+                sleep = IDLE_SLEEP_SECS if due is None else min(IDLE_SLEEP_SECS, due - now)
+                if sleep > 0 and self.wake.wait(sleep):
+                    self.wake.clear()
+        except BaseException as exc:  # a bug in tupletree itself: keep it visible
+            self.failure = exc
+            log.exception("worker %s died", worker.name)
+            with self.cond:
+                self.idle_rounds += 1
+                self.cond.notify_all()
+        finally:
+            worker.shutdown()
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the worker's thread, soon."""
+        self.commands.append(fn)
+        self.wake.set()
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        with self.cond:
+            target = self.idle_rounds + 2
+            self.wake.set()
+            return self.cond.wait_for(
+                lambda: self.idle_rounds >= target or not self.thread.is_alive(), timeout
+            )
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
+
+
+class LocalCluster:
+    """An in-process cluster: ``submit_topology``, ``kill_topology``, ``activate``,
+    ``deactivate``, ``metrics``, ``errors``, ``wait_idle`` and, with
+    ``simulate_time=True``, ``advance_time``."""
+
+    def __init__(self, simulate_time: bool = False) -> None:
+        self.simulate_time = simulate_time
+        self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
+        self._workers: dict[str, Worker] = {}
+        self._runners: dict[str, _Runner] = {}
+        self._lock = threading.Lock()
+
+    # -- topologies -----------------------------------------------------------------
+
+    def submit_topology(
+        self,
+        name: str,
+        conf: dict[str, Any] | None,
+        topology: Topology,
+        inactive: bool = False,
+    ) -> None:
+        """Start ``topology`` under ``name``; ``inactive=True`` holds its spouts until
+        ``activate``. Raises InvalidConfigError / InvalidTopologyError before anything runs."""
+        if not isinstance(topology, Topology):
+            raise TypeError(
+                f"submit_topology expects the result of TopologyBuilder.create_topology(), "
+                f"got {type(topology).__name__}"
+            )
+        full_conf = validate(conf)
+        blobs = pickled_components(topology)
+        with self._lock:
+            if name in self._workers:
+                raise ValueError(f"a topology named {name!r} is already running")
+            worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
+            self._workers[name] = worker
+        if self.simulate_time:
+            worker.start(active=not inactive)
+            return
+        runner = _Runner(worker, self.clock)  # type: ignore[arg-type]
+        worker.start(active=not inactive)
+        self._runners[name] = runner
+        runner.thread.start()
+
+    def _worker(self, name: str) -> Worker:
+        try:
+            return self._workers[name]
+        except KeyError:
+            raise TopologyNotFoundError(name) from None
+
+    def _on_worker(self, name: str, fn: Callable[[Worker], None]) -> None:
+        worker = self._worker(name)
+        runner = self._runners.get(name)
+        if runner is None:
+            fn(worker)
+        else:
+            runner.call(lambda: fn(worker))
+
+    def activate(self, name: str) -> None:
+        self._on_worker(name, Worker.activate)
+
+    def deactivate(self, name: str) -> None:
+        self._on_worker(name, Worker.deactivate)
+
+    def kill_topology(self, name: str) -> None:
+        """Stop the topology now: spouts are closed and bolts cleaned up."""
+        worker = self._worker(name)
+        runner = self._runners.pop(name, None)
+        if runner is None:
+            worker.shutdown()
+        else:
+            runner.stop()
+        with self._lock:
+            del self._workers[name]
+
+    def topologies(self) -> list[str]:
+        return sorted(self._workers)
+
+    # -- observation ----------------------------------------------------------------
+
+    def metrics(self, name: str) -> dict[str, dict[str, Any]]:
+        """Per component (and per task): emitted, transferred, executed, acked, failed,
+        timed_out, errors and, for spouts, complete latency (mean, p50, p99 in ms)."""
+        worker = self._worker(name)
+        return aggregate(worker.metrics_snapshot(), worker.layout.task_to_component)
+
+    def errors(self, name: str) -> list[str]:
+        """Errors reported by the topology's tasks (user exceptions), oldest first."""
+        return list(self._worker(name).errors)
+
+    # -- time -----------------------------------------------------------------------
+
+    def advance_time(self, secs: float) -> None:
+        """Simulated time only: advance in 1 s steps, running every topology to idle
+        after each step."""
+        if not self.simulate_time:
+            raise RuntimeError("advance_time needs LocalCluster(simulate_time=True)")
+        clock = self.clock
+        assert isinstance(clock, SimulatedClock)
+        remaining = float(secs)
+        while remaining > 0:
+            step = min(1.0, remaining)
+            clock.advance(step)
+            remaining -= step
+            for worker in list(self._workers.values()):
+                worker.fire_timers(clock.now())
+                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
+
+    def wait_idle(self, timeout: float | None = 60.0) -> bool:
+        """Return once nothing is queued or executing and the spouts emitted nothing in
+        their last round. False if ``timeout`` passed first (real time only)."""
+        if self.simulate_time:
+            return all(
+                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
+                for worker in list(self._workers.values())
+            )
+        return all(runner.wait_idle(timeout) for runner in list(self._runners.values()))
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        for name in list(self._workers):
+            self.kill_topology(name)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

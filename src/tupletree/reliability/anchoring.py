@@ -1,0 +1,63 @@
+"""The tuple side of XOR tracking: which ids a tuple carries and what its ack sends.
+
+Storm's scheme (DESIGN.md): a tuple carries ``roots = {root_id: edge_id}`` for every
+tree it is in. When a tuple is emitted to a target task anchored to tuples A1..An, each
+anchor that is tracked gets one fresh edge id e_i: e_i is XORed into the anchor's
+``_ack_val`` and into the child's entry for every root of that anchor. Acking a tuple
+sends, per root, ``edge ^ _ack_val``: it removes itself from the tree and adds its
+children in one message, so a tree can never read zero while a child is unacked.
+
+A duplicate anchor ``[t, t]`` draws two edge ids; both land in t's ack value and in the
+child's entry, so they cancel correctly. A spout emit makes a new root and one edge id
+per target task; the init message carries the XOR of those edges.
+
+These functions work on any object with ``_roots`` and ``_ack_val`` (the runtime's
+Tuple), so the property tests drive exactly the code the runtime runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+def anchor_child(anchors: Iterable[Any], next_id: Callable[[], int]) -> dict[int, int] | None:
+    """Roots of a child emitted to one target task, anchored to ``anchors``.
+
+    Mutates each tracked anchor's ``_ack_val``. Returns None if no anchor is tracked.
+    """
+    roots: dict[int, int] | None = None
+    for anchor in anchors:
+        anchor_roots = anchor._roots
+        if not anchor_roots:
+            continue
+        edge = next_id()
+        anchor._ack_val ^= edge
+        if roots is None:
+            roots = {}
+        for root in anchor_roots:
+            roots[root] = roots.get(root, 0) ^ edge
+    return roots
+
+
+def ack_values(tup: Any) -> list[tuple[int, int]]:
+    """The ``(root, value)`` acker messages that acking ``tup`` sends."""
+    roots = tup._roots
+    if not roots:
+        return []
+    ack_val = tup._ack_val
+    return [(root, edge ^ ack_val) for root, edge in roots.items()]
+
+
+def spout_edges(n_targets: int, next_id: Callable[[], int]) -> tuple[list[int], int]:
+    """Edge ids for a spout tuple sent to ``n_targets`` tasks, and the init value."""
+    edges = [next_id() for _ in range(n_targets)]
+    init = 0
+    for edge in edges:
+        init ^= edge
+    return edges, init
+
+
+def combine(acc: dict[int, int], root: int, value: int) -> None:
+    """XOR-combine an ack into a per-turn accumulator (exact: XOR is associative)."""
+    acc[root] = acc.get(root, 0) ^ value

@@ -1,0 +1,75 @@
+"""RotatingMap: a dict whose entries expire in cohorts, Storm's timeout device.
+
+It holds ``num_buckets`` dicts. ``put`` places a key in the newest bucket (the nursery),
+removing it from any other, which restarts its countdown. ``rotate`` drops the oldest
+bucket (death row), hands each of its entries to the caller, and opens a new nursery.
+
+Bound: with rotate called every T seconds, an entry untouched since its last put is
+expired after between (num_buckets - 1) * T and num_buckets * T seconds.
+Cost: get/remove/put are O(num_buckets) dict operations; rotate is O(expired entries).
+Pure: no clock, no threads; the owner decides when to rotate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class RotatingMap(Generic[K, V]):
+    __slots__ = ("_buckets",)
+
+    def __init__(self, num_buckets: int) -> None:
+        if num_buckets < 2:
+            raise ValueError(f"a RotatingMap needs at least 2 buckets, got {num_buckets}")
+        # _buckets[0] is the nursery, _buckets[-1] death row.
+        self._buckets: list[dict[K, V]] = [{} for _ in range(num_buckets)]
+
+    def put(self, key: K, value: V) -> None:
+        """Set ``key`` in the nursery, removing it from older buckets."""
+        buckets = self._buckets
+        for bucket in buckets[1:]:
+            if key in bucket:
+                del bucket[key]
+                break
+        buckets[0][key] = value
+
+    def put_new(self, key: K, value: V) -> None:
+        """``put`` for a key known to be absent (just removed): one dict operation."""
+        self._buckets[0][key] = value
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        for bucket in self._buckets:
+            if key in bucket:
+                return bucket[key]
+        return default
+
+    def remove(self, key: K) -> V | None:
+        """Remove ``key`` and return its value, or None if absent."""
+        for bucket in self._buckets:
+            if key in bucket:
+                return bucket.pop(key)
+        return None
+
+    def __contains__(self, key: object) -> bool:
+        return any(key in bucket for bucket in self._buckets)
+
+    def rotate(self) -> dict[K, V]:
+        """Expire death row: return its entries and open a fresh nursery."""
+        dead = self._buckets.pop()
+        self._buckets.insert(0, {})
+        return dead
+
+    def __len__(self) -> int:
+        return sum(len(bucket) for bucket in self._buckets)
+
+    def __iter__(self) -> Iterator[K]:
+        for bucket in self._buckets:
+            yield from bucket
+
+    def __repr__(self) -> str:
+        sizes = [len(b) for b in self._buckets]
+        return f"RotatingMap(buckets={sizes})"

@@ -1,0 +1,333 @@
+"""Output collectors: how user code emits, acks and fails. This is the hot path.
+
+Design notes:
+- An emit resolves its stream to a precomputed ``StreamRoute``, asks the routers for
+  target tasks, and appends one ``Tuple`` per target to that task's inbox. Inside a
+  worker nothing is serialized; a remote task's inbox is a transport buffer with the
+  same ``append``.
+- Acks are not sent one by one: a bolt's acks during one executor turn are XOR-combined
+  per root into ``_acks`` and flushed once at the end of the turn (exact, because XOR is
+  associative and commutative). A combined value of 0 is not sent: it cannot change the
+  tree's value, and completion is detected by the message that brings it to zero.
+  Fails and timeout resets are sent at once.
+- A settled tuple (acked or failed) has ``_ack_val = -1``: acking it again is ignored
+  (a double ack would corrupt the tree's XOR), and anchoring to it is an error, because
+  the child would be missing from the tree that the ack already closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tupletree.errors import EmitError
+from tupletree.reliability.anchoring import anchor_child
+from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
+from tupletree.runtime.routing import StreamRoute
+from tupletree.topology.components import DEFAULT_STREAM
+from tupletree.topology.tuple import Tuple
+
+SETTLED = -1
+
+
+def _resolve(
+    routes: dict[str, StreamRoute], component: str, stream: str, values: Any, direct: bool
+) -> tuple[StreamRoute, list[Any]]:
+    """The slow path of an emit's checks, kept out of line; raises EmitError."""
+    route = routes.get(stream)
+    if route is None:
+        raise EmitError(
+            f"component {component!r} emitted on undeclared stream {stream!r}; it declares "
+            f"{sorted(routes) or 'no streams'}",
+            component=component,
+            stream=stream,
+        )
+    if route.direct and not direct:
+        raise EmitError(
+            f"component {component!r}: stream {stream!r} is direct; use emit_direct",
+            component=component,
+            stream=stream,
+        )
+    if direct and not route.direct:
+        raise EmitError(
+            f"component {component!r}: emit_direct on stream {stream!r}, which is not "
+            "declared direct (declare_stream(..., direct=True))",
+            component=component,
+            stream=stream,
+        )
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise EmitError(
+            f"component {component!r} stream {stream!r}: values must be a list, got "
+            f"{type(values).__name__} {values!r} (did you mean [{values!r}]?)",
+            component=component,
+            stream=stream,
+        )
+    values = list(values)
+    if len(values) != route.nfields:
+        raise EmitError(
+            f"component {component!r} emitted {len(values)} value(s) on stream {stream!r}, "
+            f"which declares {route.nfields} field(s) {route.src.fields.to_list()}",
+            component=component,
+            stream=stream,
+        )
+    return route, values
+
+
+class _Base:
+    __slots__ = (
+        "_acker_tasks",
+        "_component",
+        "_inboxes",
+        "_metrics",
+        "_n_ackers",
+        "_next_id",
+        "_report",
+        "_routes",
+        "_task",
+    )
+
+    def __init__(
+        self,
+        component: str,
+        task: int,
+        routes: dict[str, StreamRoute],
+        inboxes: dict[int, Any],
+        acker_tasks: list[int],
+        next_id: Callable[[], int],
+        metrics: Any,
+        report: Callable[[BaseException], None],
+    ) -> None:
+        self._component = component
+        self._task = task
+        self._routes = routes
+        self._inboxes = inboxes
+        self._acker_tasks = acker_tasks
+        self._n_ackers = len(acker_tasks)
+        self._next_id = next_id
+        self._metrics = metrics
+        self._report = report
+
+    def report_error(self, exc: BaseException) -> None:
+        """Report an error to the cluster (visible in ``cluster.errors(name)``)."""
+        self._report(exc)
+
+    def _direct_route(self, task: int, values: Any, stream: str) -> tuple[StreamRoute, list[Any]]:
+        route, values = _resolve(self._routes, self._component, stream, values, True)
+        if task not in route.direct_tasks:
+            raise EmitError(
+                f"component {self._component!r}: emit_direct to task {task}, which does not "
+                f"subscribe to stream {stream!r} with a direct grouping (subscribers: "
+                f"{sorted(route.direct_tasks)})",
+                component=self._component,
+                stream=stream,
+            )
+        return route, values
+
+
+class SpoutOutputCollector(_Base):
+    """``emit(values, msg_id=None, stream="default")`` and friends, for spouts."""
+
+    __slots__ = ("_executor",)
+
+    def __init__(self, executor: Any, *args: Any) -> None:
+        super().__init__(*args)
+        self._executor = executor
+
+    def emit(
+        self, values: list[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM
+    ) -> list[int]:
+        route = self._routes.get(stream)
+        if (
+            route is None
+            or route.direct
+            or values.__class__ is not list
+            or len(values) != route.nfields
+        ):
+            route, values = _resolve(self._routes, self._component, stream, values, False)
+        targets = route.choose(values)
+        self._send(route, values, targets, msg_id)
+        return targets
+
+    def emit_direct(
+        self, task: int, values: list[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM
+    ) -> list[int]:
+        route, values = self._direct_route(task, values, stream)
+        targets = [task]
+        self._send(route, values, targets, msg_id)
+        return targets
+
+    def _send(self, route: StreamRoute, values: list[Any], targets: list[int], msg_id: Any) -> None:
+        inboxes = self._inboxes
+        src = route.src
+        metrics = self._metrics
+        metrics.emitted += 1
+        metrics.transferred += len(targets)
+        if msg_id is None:
+            for t in targets:
+                inboxes[t].append(Tuple(values, src))
+            return
+        if not self._n_ackers:
+            # At-most-once: nothing is tracked; the spout hears ack right after next_tuple.
+            for t in targets:
+                inboxes[t].append(Tuple(values, src))
+            self._executor.immediate_acks.append(msg_id)
+            return
+        next_id = self._next_id
+        root = next_id()
+        init = 0
+        for t in targets:
+            edge = next_id()
+            init ^= edge
+            inboxes[t].append(Tuple(values, src, {root: edge}))
+        self._executor.track(root, msg_id)
+        inboxes[self._acker_tasks[root % self._n_ackers]].append((INIT, root, init, self._task))
+
+
+class OutputCollector(_Base):
+    """``emit(values, anchors=None, stream="default")``, ``ack``, ``fail``,
+    ``reset_timeout``, ``report_error``, for bolts."""
+
+    __slots__ = ("_acks",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._acks: dict[int, int] = {}
+
+    def emit(
+        self, values: list[Any], anchors: Any = None, stream: str = DEFAULT_STREAM
+    ) -> list[int]:
+        route = self._routes.get(stream)
+        if (
+            route is None
+            or route.direct
+            or values.__class__ is not list
+            or len(values) != route.nfields
+        ):
+            route, values = _resolve(self._routes, self._component, stream, values, False)
+        targets = route.choose(values)
+        self._send(route, values, targets, anchors)
+        return targets
+
+    def emit_direct(
+        self, task: int, values: list[Any], anchors: Any = None, stream: str = DEFAULT_STREAM
+    ) -> list[int]:
+        route, values = self._direct_route(task, values, stream)
+        targets = [task]
+        self._send(route, values, targets, anchors)
+        return targets
+
+    def _send(
+        self, route: StreamRoute, values: list[Any], targets: list[int], anchors: Any
+    ) -> None:
+        inboxes = self._inboxes
+        src = route.src
+        metrics = self._metrics
+        metrics.emitted += 1
+        metrics.transferred += len(targets)
+        if anchors is None or not self._n_ackers:
+            for t in targets:
+                inboxes[t].append(Tuple(values, src))
+            return
+        if anchors.__class__ is Tuple:
+            # The common case, one anchor: inline anchor_child.
+            roots = anchors._roots
+            if anchors._ack_val < 0:
+                self._settled_anchor(anchors)
+            if not roots:
+                for t in targets:
+                    inboxes[t].append(Tuple(values, src))
+                return
+            next_id = self._next_id
+            if len(roots) == 1:
+                (root,) = roots
+                for t in targets:
+                    edge = next_id()
+                    anchors._ack_val ^= edge
+                    inboxes[t].append(Tuple(values, src, {root: edge}))
+            else:
+                for t in targets:
+                    edge = next_id()
+                    anchors._ack_val ^= edge
+                    inboxes[t].append(Tuple(values, src, dict.fromkeys(roots, edge)))
+            return
+        anchors = list(anchors)
+        for a in anchors:
+            if not isinstance(a, Tuple):
+                raise TypeError(
+                    f"component {self._component!r}: anchors must be Tuples, got {type(a).__name__}"
+                )
+            if a._ack_val < 0:
+                self._settled_anchor(a)
+        for t in targets:
+            inboxes[t].append(Tuple(values, src, anchor_child(anchors, self._next_id)))
+
+    def _settled_anchor(self, anchor: Tuple) -> None:
+        raise EmitError(
+            f"component {self._component!r} anchored an emit to a tuple it already acked "
+            f"or failed ({anchor!r}); emit anchored tuples before acking the input",
+            component=self._component,
+            stream=anchor.source_stream,
+        )
+
+    def ack(self, tup: Tuple) -> None:
+        ack_val = tup._ack_val
+        if ack_val < 0:
+            return
+        tup._ack_val = SETTLED
+        self._metrics.acked += 1
+        roots = tup._roots
+        if roots:
+            acks = self._acks
+            for root, edge in roots.items():
+                acks[root] = acks.get(root, 0) ^ edge ^ ack_val
+
+    def fail(self, tup: Tuple) -> None:
+        if tup._ack_val < 0:
+            return
+        tup._ack_val = SETTLED
+        self._metrics.failed += 1
+        roots = tup._roots
+        if roots:
+            inboxes, ackers, n = self._inboxes, self._acker_tasks, self._n_ackers
+            for root in roots:
+                inboxes[ackers[root % n]].append((FAIL, root, 0, 0))
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Keep ``tup``'s trees alive: restart their timeout at the acker and the spout."""
+        roots = tup._roots
+        if roots and tup._ack_val >= 0:
+            inboxes, ackers, n = self._inboxes, self._acker_tasks, self._n_ackers
+            for root in roots:
+                inboxes[ackers[root % n]].append((RESET, root, 0, 0))
+
+    def flush(self) -> None:
+        """Send this turn's XOR-combined acks, one message per root."""
+        acks = self._acks
+        if acks:
+            inboxes, ackers, n = self._inboxes, self._acker_tasks, self._n_ackers
+            for root, val in acks.items():
+                if val:
+                    inboxes[ackers[root % n]].append((ACK, root, val, 0))
+            acks.clear()
+
+
+class BasicOutputCollector:
+    """What a BasicBolt's ``execute`` gets: emits are anchored to the current input."""
+
+    __slots__ = ("_out", "input")
+
+    def __init__(self, out: OutputCollector) -> None:
+        self._out = out
+        self.input: Tuple | None = None
+
+    def emit(self, values: list[Any], stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit(values, self.input, stream)
+
+    def emit_direct(self, task: int, values: list[Any], stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit_direct(task, values, self.input, stream)
+
+    def reset_timeout(self, tup: Tuple | None = None) -> None:
+        self._out.reset_timeout(tup if tup is not None else self.input)
+
+    def report_error(self, exc: BaseException) -> None:
+        self._out.report_error(exc)

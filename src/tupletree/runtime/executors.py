@@ -1,0 +1,286 @@
+"""Task executors: the per-task state machines the worker's scheduler drives.
+
+A worker runs every local task on one thread, in turns: a bolt executor drains up to
+``batch`` tuples from its inbox per turn; a spout executor first delivers the acker's
+replies (ack/fail for its own message ids), then calls ``next_tuple`` a bounded number
+of times. Nothing here blocks or sleeps; time comes in through ``now`` arguments and
+timer callbacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from tupletree.errors import FailedException
+from tupletree.reliability.acker import AckerLedger
+from tupletree.reliability.pending import SpoutPending
+from tupletree.reliability.protocol import (
+    ACK,
+    ACKED,
+    FAILED,
+    INIT,
+    RESET,
+    RESET_TIMEOUT,
+    TIMED_OUT,
+)
+from tupletree.runtime.collectors import (
+    SETTLED,
+    BasicOutputCollector,
+    OutputCollector,
+    SpoutOutputCollector,
+)
+from tupletree.runtime.metrics import LatencyHistogram, TaskMetrics
+
+log = logging.getLogger("tupletree")
+
+
+class Executor:
+    """What every task has: identity, inbox, metrics and error reporting."""
+
+    kind = "task"
+
+    def __init__(self, task_id: int, component_id: str, report: Callable[..., None]) -> None:
+        self.task_id = task_id
+        self.component_id = component_id
+        self.inbox: deque[Any] = deque()
+        self.metrics = TaskMetrics()
+        self._report = report
+        self.broken = False  # open/prepare raised: the task does not run
+
+    def report(self, exc: BaseException, where: str) -> None:
+        self.metrics.errors += 1
+        self._report(self, exc, where)
+
+    def call(self, fn: Callable[..., Any], *args: Any, where: str) -> Any:
+        """Call user code; report (never propagate) what it raises."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self.report(exc, where)
+            return None
+
+
+class SpoutExecutor(Executor):
+    kind = "spout"
+
+    def __init__(
+        self,
+        task_id: int,
+        component_id: str,
+        spout: Any,
+        report: Callable[..., None],
+        now: Callable[[], float],
+        max_pending: int | None,
+    ) -> None:
+        super().__init__(task_id, component_id, report)
+        self.spout = spout
+        self.pending = SpoutPending()
+        self.immediate_acks: list[Any] = []
+        self.max_pending = max_pending
+        self.active = False
+        self.metrics.latency = LatencyHistogram()
+        self._now = now
+        self.collector: SpoutOutputCollector | None = None
+
+    def track(self, root: int, msg_id: Any) -> None:
+        self.pending.add(root, msg_id, self._now())
+
+    def can_poll(self) -> bool:
+        if not self.active or self.broken:
+            return False
+        mp = self.max_pending
+        return mp is None or len(self.pending) < mp
+
+    def poll(self, max_calls: int) -> int:
+        """Call ``next_tuple`` until it emits nothing, max pending is reached, or
+        ``max_calls`` calls were made. Returns how many calls emitted something."""
+        metrics = self.metrics
+        next_tuple = self.spout.next_tuple
+        pending = self.pending
+        mp = self.max_pending
+        productive = 0
+        for _ in range(max_calls):
+            before = metrics.emitted
+            try:
+                next_tuple()
+            except Exception as exc:
+                self.report(exc, "next_tuple")
+            if self.immediate_acks:
+                self._ack_immediately()
+            if metrics.emitted == before:
+                break
+            productive += 1
+            if mp is not None and len(pending) >= mp:
+                break
+        return productive
+
+    def _ack_immediately(self) -> None:
+        acks, self.immediate_acks = self.immediate_acks, []
+        for msg_id in acks:
+            self.metrics.acked += 1
+            self.call(self.spout.ack, msg_id, where="ack")
+
+    def process_replies(self) -> int:
+        """Deliver the acker's verdicts for this task's trees to the spout."""
+        inbox = self.inbox
+        n = len(inbox)
+        if not n:
+            return 0
+        pending = self.pending
+        metrics = self.metrics
+        spout = self.spout
+        now = self._now()
+        for _ in range(n):
+            outcome, root = inbox.popleft()
+            if outcome == RESET_TIMEOUT:
+                pending.reset(root)
+                continue
+            entry = pending.settle(root)
+            if entry is None:
+                continue  # already timed out or settled: the spout hears once
+            msg_id, emitted_at = entry
+            if outcome == ACKED:
+                metrics.acked += 1
+                metrics.latency.record(now - emitted_at)  # type: ignore[union-attr]
+                try:
+                    spout.ack(msg_id)
+                except Exception as exc:
+                    self.report(exc, "ack")
+            else:
+                metrics.failed += 1
+                if outcome == TIMED_OUT:
+                    metrics.timed_out += 1
+                try:
+                    spout.fail(msg_id)
+                except Exception as exc:
+                    self.report(exc, "fail")
+        return n
+
+    def expire(self) -> None:
+        """The timeout tick: fail every tree that outlived the message timeout."""
+        for _root, msg_id in self.pending.rotate():
+            self.metrics.failed += 1
+            self.metrics.timed_out += 1
+            self.call(self.spout.fail, msg_id, where="fail")
+
+
+class BoltExecutor(Executor):
+    kind = "bolt"
+
+    def __init__(
+        self,
+        task_id: int,
+        component_id: str,
+        bolt: Any,
+        basic: bool,
+        report: Callable[..., None],
+    ) -> None:
+        super().__init__(task_id, component_id, report)
+        self.bolt = bolt
+        self.basic = basic
+        self.collector: OutputCollector | None = None
+        self.basic_collector: BasicOutputCollector | None = None
+
+    def run_batch(self, limit: int) -> int:
+        inbox = self.inbox
+        n = len(inbox)
+        if n > limit:
+            n = limit
+        out = self.collector
+        assert out is not None
+        pop = inbox.popleft
+        if self.basic:
+            bc = self.basic_collector
+            execute = self.bolt.execute
+            ack = out.ack
+            for _ in range(n):
+                tup = pop()
+                bc.input = tup  # type: ignore[union-attr]
+                try:
+                    execute(tup, bc)
+                except FailedException:
+                    out.fail(tup)
+                except Exception as exc:
+                    self.report(exc, "execute")
+                    out.fail(tup)
+                else:
+                    ack(tup)
+        else:
+            execute = self.bolt.execute
+            for _ in range(n):
+                tup = pop()
+                try:
+                    execute(tup)
+                except Exception as exc:
+                    self.report(exc, "execute")
+                    if tup._ack_val != SETTLED:
+                        out.fail(tup)
+        self.metrics.executed += n
+        out.flush()
+        return n
+
+
+class AckerExecutor(Executor):
+    """The acker task (component ``__acker``): feeds messages to an AckerLedger and sends
+    its verdicts to the spout task that owns each tree."""
+
+    kind = "acker"
+
+    def __init__(
+        self,
+        task_id: int,
+        report: Callable[..., None],
+        inboxes: dict[int, Any],
+        high_water: int,
+    ) -> None:
+        from tupletree.reliability.protocol import ACKER_COMPONENT
+
+        super().__init__(task_id, ACKER_COMPONENT, report)
+        self.ledger = AckerLedger(high_water)
+        self._inboxes = inboxes
+
+    def run_batch(self, limit: int) -> int:
+        inbox = self.inbox
+        n = len(inbox)
+        if n > limit:
+            n = limit
+        ledger = self.ledger
+        inboxes = self._inboxes
+        pop = inbox.popleft
+        metrics = self.metrics
+        for _ in range(n):
+            kind, root, val, spout_task = pop()
+            if kind == ACK:
+                out = ledger.ack(root, val)
+            elif kind == INIT:
+                out = ledger.init(root, val, spout_task)
+            elif kind == RESET:
+                out = ledger.reset(root)
+            else:
+                out = ledger.fail(root)
+            if out is not None:
+                outcome = out[0]
+                if outcome == ACKED:
+                    metrics.acked += 1
+                elif outcome == FAILED:
+                    metrics.failed += 1
+                inboxes[out[2]].append((outcome, root))
+        metrics.executed += n
+        return n
+
+    def expire(self) -> None:
+        for outcome, root, spout_task in self.ledger.rotate():
+            self.metrics.timed_out += 1
+            self._inboxes[spout_task].append((outcome, root))
+
+
+def format_error(executor: Executor, exc: BaseException, where: str) -> str:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return (
+        f"{executor.component_id}[task {executor.task_id}] {where}: "
+        f"{type(exc).__name__}: {exc}\n{tb}"
+    )

@@ -1,0 +1,117 @@
+"""Per-task counters and a small latency histogram.
+
+Counters are plain attributes incremented on the hot path; everything else (sums per
+component, percentiles) is computed when someone asks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "errors")
+
+
+class LatencyHistogram:
+    """Log-linear buckets (8 per power of two, ~12% precision) of microseconds.
+
+    Recording is one dict update; memory is bounded by the number of distinct buckets
+    (about 8 per doubling, so a few hundred at most).
+    """
+
+    __slots__ = ("buckets", "count", "total_us")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, int] = {}
+        self.count = 0
+        self.total_us = 0
+
+    def record(self, secs: float) -> None:
+        us = int(secs * 1e6)
+        if us < 0:
+            us = 0
+        self.count += 1
+        self.total_us += us
+        b = us.bit_length()
+        key = us if b <= 3 else (b << 3) | ((us >> (b - 4)) & 7)
+        self.buckets[key] = self.buckets.get(key, 0) + 1
+
+    def merge(self, other: LatencyHistogram) -> None:
+        self.count += other.count
+        self.total_us += other.total_us
+        for k, n in other.buckets.items():
+            self.buckets[k] = self.buckets.get(k, 0) + n
+
+    @staticmethod
+    def _upper_us(key: int) -> int:
+        if key < 8:
+            return key
+        b, frac = key >> 3, key & 7
+        return ((8 | frac) + 1) << (b - 4)
+
+    def percentile(self, q: float) -> float | None:
+        """The q-th percentile in milliseconds (bucket upper bound), None if empty."""
+        if not self.count:
+            return None
+        rank = q / 100.0 * self.count
+        seen = 0
+        for key in sorted(self.buckets):
+            seen += self.buckets[key]
+            if seen >= rank:
+                return self._upper_us(key) / 1000.0
+        return self._upper_us(max(self.buckets)) / 1000.0
+
+    def mean_ms(self) -> float | None:
+        return self.total_us / self.count / 1000.0 if self.count else None
+
+    def to_state(self) -> tuple[int, int, dict[int, int]]:
+        return (self.count, self.total_us, dict(self.buckets))
+
+    @classmethod
+    def from_state(cls, state: tuple[int, int, dict[int, int]]) -> LatencyHistogram:
+        h = cls()
+        h.count, h.total_us, h.buckets = state[0], state[1], dict(state[2])
+        return h
+
+
+class TaskMetrics:
+    __slots__ = (*COUNTERS, "latency")
+
+    def __init__(self) -> None:
+        for name in COUNTERS:
+            setattr(self, name, 0)
+        self.latency: LatencyHistogram | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        snap: dict[str, Any] = {name: getattr(self, name) for name in COUNTERS}
+        snap["latency"] = self.latency.to_state() if self.latency is not None else None
+        return snap
+
+
+def aggregate(
+    task_snapshots: dict[int, dict[str, Any]], task_components: dict[int, str]
+) -> dict[str, dict[str, Any]]:
+    """Per-component totals, with a ``tasks`` breakdown, from per-task snapshots.
+
+    Snapshots may come from several workers; this is the one place that shapes them.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    hists: dict[str, LatencyHistogram] = {}
+    for task, snap in sorted(task_snapshots.items()):
+        comp = task_components[task]
+        entry = out.setdefault(comp, {name: 0 for name in COUNTERS} | {"tasks": {}})
+        task_entry = {name: snap[name] for name in COUNTERS}
+        for name in COUNTERS:
+            entry[name] += snap[name]
+        if snap.get("latency") is not None:
+            h = LatencyHistogram.from_state(snap["latency"])
+            hists.setdefault(comp, LatencyHistogram()).merge(h)
+            task_entry["complete_latency_ms"] = h.mean_ms()
+        else:
+            task_entry["complete_latency_ms"] = None
+        entry["tasks"][task] = task_entry
+    for comp, entry in out.items():
+        h = hists.get(comp)
+        entry["complete_latency_ms"] = h.mean_ms() if h else None
+        entry["complete_latency_p50_ms"] = h.percentile(50) if h else None
+        entry["complete_latency_p99_ms"] = h.percentile(99) if h else None
+    return out

@@ -1,0 +1,300 @@
+"""A worker: one OS thread of control hosting a set of tasks and scheduling them.
+
+Design note: every local task runs on the worker's single thread, in rounds. A round
+gives each bolt and acker task one turn (drain up to ``batch`` tuples), then each spout
+task delivers its acker replies and, unless max spout pending is reached or a bolt's
+inbox is over ``topology.executor.receive.buffer.size`` (backpressure), polls
+``next_tuple`` up to ``spout_calls`` times. One thread means no locks on the hot path
+and a deterministic order in simulated time; the cost is that a blocking ``execute``
+stalls the whole worker (see README: run I/O-bound work in its own worker or bolt
+threads of your own that hand results back through a queue).
+
+Time is injected: ``fire_timers(now)`` runs the periodic duties (spout and acker
+timeout rotation, tick tuples) that are due. LocalCluster calls it from its own loop
+(real time) or from ``advance_time`` (simulated time).
+
+Tasks on other workers are reached through ``remote_inbox(task)``: any object with
+``append``; the Spark runtime plugs its transport in there.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import pickle
+from collections import deque
+from collections.abc import Callable, Collection
+from typing import Any
+
+from tupletree.config import Config
+from tupletree.errors import InvalidTopologyError
+from tupletree.reliability.ids import IdGenerator
+from tupletree.reliability.protocol import ACKER_COMPONENT, SYSTEM_COMPONENT, TICK_STREAM
+from tupletree.runtime.collectors import (
+    BasicOutputCollector,
+    OutputCollector,
+    SpoutOutputCollector,
+)
+from tupletree.runtime.context import TaskLayout, TopologyContext
+from tupletree.runtime.executors import (
+    AckerExecutor,
+    BoltExecutor,
+    Executor,
+    SpoutExecutor,
+    format_error,
+)
+from tupletree.runtime.routing import build_routes
+from tupletree.topology.builder import Topology
+from tupletree.topology.fields import Fields
+from tupletree.topology.tuple import Tuple, TupleSource
+
+log = logging.getLogger("tupletree")
+
+MAX_ERRORS_KEPT = 1000
+TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields(["freq"]))
+
+
+def acker_count(conf: dict[str, Any]) -> int:
+    n = conf[Config.TOPOLOGY_ACKER_EXECUTORS]
+    return conf[Config.TOPOLOGY_WORKERS] if n is None else n
+
+
+def make_layout(topology: Topology, conf: dict[str, Any]) -> TaskLayout:
+    counts = {cid: spec.tasks for cid, spec in topology.components.items()}
+    ackers = acker_count(conf)
+    if ackers:
+        counts[ACKER_COMPONENT] = ackers
+    return TaskLayout(topology, counts)
+
+
+def pickled_components(topology: Topology) -> dict[str, bytes]:
+    """Pickle each component once; reject one that cannot be copied, naming it."""
+    out = {}
+    for cid, spec in topology.components.items():
+        try:
+            out[cid] = pickle.dumps(spec.obj)
+        except Exception as exc:
+            raise InvalidTopologyError(
+                f"component {cid!r} ({type(spec.obj).__name__}) cannot be copied to its "
+                f"tasks: pickling it failed with {type(exc).__name__}: {exc}. Each task runs "
+                "its own copy, as in Storm; create unpicklable resources (connections, "
+                "locks, lambdas) in open()/prepare() instead of __init__",
+                component=cid,
+            ) from exc
+    return out
+
+
+class _Timer:
+    __slots__ = ("action", "due", "period")
+
+    def __init__(self, due: float, period: float, action: Callable[[], None]) -> None:
+        self.due = due
+        self.period = period
+        self.action = action
+
+    def __lt__(self, other: _Timer) -> bool:
+        return self.due < other.due
+
+
+class Worker:
+    def __init__(
+        self,
+        name: str,
+        topology: Topology,
+        conf: dict[str, Any],
+        now: Callable[[], float],
+        local_tasks: Collection[int] | None = None,
+        remote_inbox: Callable[[int], Any] | None = None,
+        components: dict[str, bytes] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.name = name
+        self.topology = topology
+        self.conf = conf
+        self.now = now
+        self.layout = make_layout(topology, conf)
+        all_tasks = self.layout.task_to_component
+        self.local_tasks = set(all_tasks if local_tasks is None else local_tasks)
+        self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
+        self.batch = conf[Config.TOPOLOGY_EXECUTOR_BATCH_SIZE]
+        self.spout_calls = max(1, self.batch // 4)
+        self.buffer_limit = conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE]
+        self.active = False
+        self._timers: list[_Timer] = []
+        self._seed = seed
+        self.acker_tasks = self.layout.component_to_tasks.get(ACKER_COMPONENT, [])
+
+        self.executors: dict[int, Executor] = {}
+        self.inboxes: dict[int, Any] = {}
+        blobs = components if components is not None else pickled_components(topology)
+        for task in sorted(self.local_tasks):
+            self.executors[task] = self._make_executor(task, blobs)
+            self.inboxes[task] = self.executors[task].inbox
+        for task in all_tasks:
+            if task not in self.local_tasks:
+                if remote_inbox is None:
+                    raise ValueError(f"task {task} is not local and there is no transport")
+                self.inboxes[task] = remote_inbox(task)
+        self.spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
+        self.bolts = [e for e in self.executors.values() if not isinstance(e, SpoutExecutor)]
+
+    # -- construction -------------------------------------------------------------
+
+    def _task_conf(self, component: str) -> dict[str, Any]:
+        spec = self.topology.components.get(component)
+        return {**self.conf, **spec.conf} if spec is not None else dict(self.conf)
+
+    def _make_executor(self, task: int, blobs: dict[str, bytes]) -> Executor:
+        component = self.layout.task_to_component[task]
+        if component == ACKER_COMPONENT:
+            return AckerExecutor(
+                task, self._report, self.inboxes, self.conf[Config.TOPOLOGY_ACKER_HIGH_WATER]
+            )
+        spec = self.topology.components[component]
+        obj = pickle.loads(blobs[component])
+        if spec.is_spout:
+            max_pending = self._task_conf(component)[Config.TOPOLOGY_MAX_SPOUT_PENDING]
+            return SpoutExecutor(task, component, obj, self._report, self.now, max_pending)
+        return BoltExecutor(task, component, obj, spec.is_basic, self._report)
+
+    def _report(self, executor: Executor, exc: BaseException, where: str) -> None:
+        text = format_error(executor, exc, where)
+        self.errors.append(text)
+        log.warning("topology %s: %s", self.name, text.rstrip())
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self, active: bool = True) -> None:
+        """Open/prepare every local task, start the timers, optionally activate."""
+        now = self.now()
+        timeouts = self.conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]
+        timeout = self.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
+        for task, ex in self.executors.items():
+            component = ex.component_id
+            conf = self._task_conf(component)
+            context = TopologyContext(self.layout, task, conf, self.name)
+            if isinstance(ex, AckerExecutor):
+                if timeouts:
+                    self._add_timer(now, timeout, ex.expire)
+                continue
+            spec = self.topology.components[component]
+            routes = build_routes(self.layout, context, spec.streams, self.local_tasks)
+            ids = IdGenerator(None if self._seed is None else self._seed * 100003 + task)
+            args = (
+                component,
+                task,
+                routes,
+                self.inboxes,
+                self.acker_tasks,
+                ids.next_id,
+                ex.metrics,
+                lambda exc, ex=ex: ex.report(exc, "report_error"),
+            )
+            if isinstance(ex, SpoutExecutor):
+                ex.collector = SpoutOutputCollector(ex, *args)
+                if timeouts and self.acker_tasks:
+                    self._add_timer(now, timeout, ex.expire)
+                ex.call(ex.spout.open, conf, context, ex.collector, where="open")
+                if ex.metrics.errors:
+                    ex.broken = True
+            else:
+                assert isinstance(ex, BoltExecutor)
+                ex.collector = OutputCollector(*args)
+                if ex.basic:
+                    ex.basic_collector = BasicOutputCollector(ex.collector)
+                    ex.call(ex.bolt.prepare, conf, context, where="prepare")
+                else:
+                    ex.call(ex.bolt.prepare, conf, context, ex.collector, where="prepare")
+                freq = conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+                if freq:
+                    self._add_timer(now, freq, self._ticker(ex, freq))
+        if active:
+            self.activate()
+
+    @staticmethod
+    def _ticker(ex: BoltExecutor, freq: float) -> Callable[[], None]:
+        def tick() -> None:
+            ex.inbox.append(Tuple([freq], TICK_SOURCE))
+
+        return tick
+
+    def _add_timer(self, now: float, period: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, _Timer(now + period, period, action))
+
+    def activate(self) -> None:
+        if self.active:
+            return
+        self.active = True
+        for ex in self.spouts:
+            ex.active = True
+            ex.call(ex.spout.activate, where="activate")
+
+    def deactivate(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        for ex in self.spouts:
+            ex.active = False
+            ex.call(ex.spout.deactivate, where="deactivate")
+
+    def shutdown(self) -> None:
+        self.deactivate()
+        for ex in self.executors.values():
+            if isinstance(ex, SpoutExecutor):
+                ex.call(ex.spout.close, where="close")
+            elif isinstance(ex, BoltExecutor):
+                ex.call(ex.bolt.cleanup, where="cleanup")
+
+    # -- scheduling ---------------------------------------------------------------
+
+    def next_timer_due(self) -> float | None:
+        return self._timers[0].due if self._timers else None
+
+    def fire_timers(self, now: float) -> int:
+        """Run every timer due at ``now`` (each at most once per call)."""
+        timers = self._timers
+        fired = 0
+        while timers and timers[0].due <= now:
+            timer = heapq.heappop(timers)
+            timer.action()
+            fired += 1
+            timer.due += timer.period
+            if timer.due <= now:  # fell behind (a long stall): don't fire a burst
+                timer.due = now + timer.period
+            heapq.heappush(timers, timer)
+        return fired
+
+    def run_round(self) -> bool:
+        """One turn for every task. True if anything was executed or emitted."""
+        progressed = False
+        batch = self.batch
+        for ex in self.bolts:
+            if ex.inbox:
+                ex.run_batch(batch)
+                progressed = True
+        for ex in self.spouts:
+            if ex.inbox and ex.process_replies():
+                progressed = True
+            if ex.can_poll() and not self._backpressured() and ex.poll(self.spout_calls):
+                progressed = True
+        return progressed
+
+    def _backpressured(self) -> bool:
+        limit = self.buffer_limit
+        return any(len(ex.inbox) > limit for ex in self.bolts)
+
+    def has_work(self) -> bool:
+        return any(ex.inbox for ex in self.executors.values())
+
+    def run_until_idle(self, max_rounds: int = 1_000_000) -> bool:
+        """Run rounds until one makes no progress. False if ``max_rounds`` ran out first
+        (a spout that never runs dry keeps a worker busy forever)."""
+        for _ in range(max_rounds):
+            if not self.run_round():
+                return True
+        return False
+
+    # -- observation --------------------------------------------------------------
+
+    def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
+        return {task: ex.metrics.snapshot() for task, ex in self.executors.items()}

@@ -1,0 +1,321 @@
+"""TopologyBuilder and the validated, picklable Topology it creates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tupletree.config import validate_component_conf
+from tupletree.errors import InvalidConfigError, InvalidTopologyError
+from tupletree.topology import groupings as g
+from tupletree.topology.components import (
+    DEFAULT_STREAM,
+    BasicBolt,
+    Bolt,
+    Spout,
+    StreamSpec,
+    declared_streams,
+)
+from tupletree.topology.groupings import CustomStreamGrouping, Grouping
+
+SPOUT = "spout"
+BOLT = "bolt"
+
+
+class Subscription:
+    """A bolt's input: ``source`` component's ``stream``, split by ``grouping``."""
+
+    __slots__ = ("grouping", "source", "stream")
+
+    def __init__(self, source: str, stream: str, grouping: Grouping) -> None:
+        self.source = source
+        self.stream = stream
+        self.grouping = grouping
+
+    def __getstate__(self) -> tuple[str, str, Grouping]:
+        return (self.source, self.stream, self.grouping)
+
+    def __setstate__(self, state: tuple[str, str, Grouping]) -> None:
+        self.source, self.stream, self.grouping = state
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.source!r}, {self.stream!r}, {self.grouping!r})"
+
+
+class ComponentSpec:
+    """One spout or bolt of a topology, with its parallelism and wiring."""
+
+    def __init__(
+        self, component_id: str, obj: Any, kind: str, parallelism: int, tasks: int
+    ) -> None:
+        self.id = component_id
+        self.obj = obj
+        self.kind = kind
+        self.parallelism = parallelism
+        self.tasks = tasks
+        self.conf: dict[str, Any] = {}
+        self.inputs: list[Subscription] = []
+        self.streams: dict[str, StreamSpec] = {}
+
+    @property
+    def is_spout(self) -> bool:
+        return self.kind == SPOUT
+
+    @property
+    def is_basic(self) -> bool:
+        return isinstance(self.obj, BasicBolt)
+
+    def __repr__(self) -> str:
+        return f"ComponentSpec({self.id!r}, {self.kind}, p={self.parallelism}, tasks={self.tasks})"
+
+
+class Topology:
+    """A validated topology: what ``TopologyBuilder.create_topology`` returns.
+
+    ``components`` maps id -> ComponentSpec, in insertion order.
+    """
+
+    def __init__(self, components: dict[str, ComponentSpec]) -> None:
+        self.components = components
+
+    @property
+    def spouts(self) -> list[ComponentSpec]:
+        return [c for c in self.components.values() if c.is_spout]
+
+    @property
+    def bolts(self) -> list[ComponentSpec]:
+        return [c for c in self.components.values() if not c.is_spout]
+
+    def subscribers(self, source: str, stream: str) -> list[tuple[str, Grouping]]:
+        """(bolt id, grouping) of every bolt subscribed to ``source``'s ``stream``."""
+        return [
+            (c.id, sub.grouping)
+            for c in self.components.values()
+            for sub in c.inputs
+            if sub.source == source and sub.stream == stream
+        ]
+
+
+class _Declarer:
+    def __init__(self, spec: ComponentSpec) -> None:
+        self._spec = spec
+
+    def add_configuration(self, key: str, value: Any) -> _Declarer:
+        """Per-component config, overriding the topology's for this component."""
+        self._spec.conf[key] = value
+        return self
+
+    def add_configurations(self, conf: dict[str, Any]) -> _Declarer:
+        self._spec.conf.update(conf)
+        return self
+
+    def set_max_spout_pending(self, n: int | None) -> _Declarer:
+        return self.add_configuration("topology.max.spout.pending", n)
+
+    def set_num_tasks(self, n: int) -> _Declarer:
+        self._spec.tasks = n
+        return self
+
+
+class SpoutDeclarer(_Declarer):
+    """Returned by ``set_spout``: per-component configuration."""
+
+
+class BoltDeclarer(_Declarer):
+    """Returned by ``set_bolt``: subscriptions (groupings) and configuration, chainable."""
+
+    def _subscribe(self, source: str, stream: str, grouping: Grouping) -> BoltDeclarer:
+        self._spec.inputs.append(Subscription(source, stream, grouping))
+        return self
+
+    def shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.SHUFFLE))
+
+    def fields_grouping(
+        self, component: str, fields: Iterable[str], stream: str = DEFAULT_STREAM
+    ) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.FIELDS, _field_list(fields)))
+
+    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.ALL))
+
+    def global_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.GLOBAL))
+
+    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.NONE))
+
+    def direct_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.DIRECT))
+
+    def local_or_shuffle_grouping(
+        self, component: str, stream: str = DEFAULT_STREAM
+    ) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.LOCAL_OR_SHUFFLE))
+
+    def partial_key_grouping(
+        self, component: str, fields: Iterable[str], stream: str = DEFAULT_STREAM
+    ) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.PARTIAL_KEY, _field_list(fields)))
+
+    def custom_grouping(
+        self, component: str, grouping: CustomStreamGrouping, stream: str = DEFAULT_STREAM
+    ) -> BoltDeclarer:
+        return self._subscribe(component, stream, Grouping(g.CUSTOM, custom=grouping))
+
+
+def _field_list(fields: Iterable[str]) -> list[str]:
+    if isinstance(fields, str):
+        return [fields]
+    return list(fields)
+
+
+class TopologyBuilder:
+    """Builds a topology: ``set_spout``, ``set_bolt(...).<grouping>(...)``, ``create_topology``."""
+
+    def __init__(self) -> None:
+        self._specs: list[ComponentSpec] = []
+
+    def set_spout(
+        self, component_id: str, spout: Spout, parallelism: int = 1, tasks: int | None = None
+    ) -> SpoutDeclarer:
+        spec = ComponentSpec(component_id, spout, SPOUT, parallelism, tasks or parallelism)
+        self._specs.append(spec)
+        return SpoutDeclarer(spec)
+
+    def set_bolt(
+        self,
+        component_id: str,
+        bolt: Bolt | BasicBolt,
+        parallelism: int = 1,
+        tasks: int | None = None,
+    ) -> BoltDeclarer:
+        spec = ComponentSpec(component_id, bolt, BOLT, parallelism, tasks or parallelism)
+        self._specs.append(spec)
+        return BoltDeclarer(spec)
+
+    def create_topology(self) -> Topology:
+        """Validate the structure and return the Topology; InvalidTopologyError if wrong."""
+        return validate_structure(self._specs)
+
+
+def validate_structure(specs: list[ComponentSpec], *, allow_system: bool = False) -> Topology:
+    """Check ids, kinds, parallelism, declared streams and every subscription.
+
+    ``allow_system`` lets tupletree's own wrappers (testing, DRPC) use ``__`` ids.
+    """
+    components: dict[str, ComponentSpec] = {}
+    for spec in specs:
+        cid = spec.id
+        if not isinstance(cid, str) or not cid:
+            raise InvalidTopologyError(f"invalid component id {cid!r}", component=str(cid))
+        if cid in components:
+            raise InvalidTopologyError(
+                f"duplicate component id {cid!r}: set_spout/set_bolt used it twice",
+                component=cid,
+            )
+        if cid.startswith("__") and not allow_system:
+            raise InvalidTopologyError(
+                f"component id {cid!r} starts with '__', which is reserved for system "
+                "components (__acker, __system)",
+                component=cid,
+            )
+        if spec.is_spout and not isinstance(spec.obj, Spout):
+            raise InvalidTopologyError(
+                f"component {cid!r} was set with set_spout but is a "
+                f"{type(spec.obj).__name__}, not a Spout",
+                component=cid,
+            )
+        if not spec.is_spout and not isinstance(spec.obj, Bolt | BasicBolt):
+            raise InvalidTopologyError(
+                f"component {cid!r} was set with set_bolt but is a "
+                f"{type(spec.obj).__name__}, not a Bolt or BasicBolt",
+                component=cid,
+            )
+        for name, value in (("parallelism", spec.parallelism), ("tasks", spec.tasks)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidTopologyError(
+                    f"component {cid!r}: {name} must be a positive integer, got {value!r}",
+                    component=cid,
+                )
+        # Storm runs at most one executor per task.
+        spec.parallelism = min(spec.parallelism, spec.tasks)
+        try:
+            validate_component_conf(cid, spec.conf)
+        except InvalidConfigError as exc:
+            raise InvalidTopologyError(str(exc), component=cid) from exc
+        try:
+            spec.streams = declared_streams(cid, spec.obj)
+        except InvalidTopologyError:
+            raise
+        except Exception as exc:
+            raise InvalidTopologyError(
+                f"component {cid!r}: declare_output_fields raised {exc!r}", component=cid
+            ) from exc
+        components[cid] = spec
+
+    for spec in components.values():
+        for sub in spec.inputs:
+            _check_subscription(spec, sub, components)
+    return Topology(components)
+
+
+def _check_subscription(
+    spec: ComponentSpec, sub: Subscription, components: dict[str, ComponentSpec]
+) -> None:
+    cid = spec.id
+    source = components.get(sub.source)
+    if source is None:
+        raise InvalidTopologyError(
+            f"bolt {cid!r} subscribes to unknown component {sub.source!r}; "
+            f"known components: {sorted(components)}",
+            component=cid,
+        )
+    stream = source.streams.get(sub.stream)
+    if stream is None:
+        raise InvalidTopologyError(
+            f"bolt {cid!r} subscribes to stream {sub.stream!r} of {sub.source!r}, which "
+            f"declares only {sorted(source.streams) or 'no streams'}",
+            component=cid,
+            stream=sub.stream,
+        )
+    grouping = sub.grouping
+    if grouping.kind == g.DIRECT and not stream.direct:
+        raise InvalidTopologyError(
+            f"bolt {cid!r} uses a direct grouping on stream {sub.stream!r} of "
+            f"{sub.source!r}, which is not declared direct",
+            component=cid,
+            stream=sub.stream,
+        )
+    if grouping.kind != g.DIRECT and stream.direct:
+        raise InvalidTopologyError(
+            f"bolt {cid!r} uses a {grouping.kind} grouping on stream {sub.stream!r} of "
+            f"{sub.source!r}, which is direct: only direct_grouping can subscribe to it",
+            component=cid,
+            stream=sub.stream,
+        )
+    if grouping.kind in (g.FIELDS, g.PARTIAL_KEY):
+        if not grouping.fields:
+            raise InvalidTopologyError(
+                f"bolt {cid!r}: {grouping.kind} grouping on {sub.source!r} needs at least "
+                "one field",
+                component=cid,
+                stream=sub.stream,
+            )
+        for name in grouping.fields:
+            if name not in stream.fields:
+                raise InvalidTopologyError(
+                    f"bolt {cid!r} groups stream {sub.stream!r} of {sub.source!r} by "
+                    f"unknown field {name!r}; the stream's fields are "
+                    f"{stream.fields.to_list()}",
+                    component=cid,
+                    stream=sub.stream,
+                    field=name,
+                )
+    if grouping.kind == g.CUSTOM and not callable(getattr(grouping.custom, "choose_tasks", None)):
+        raise InvalidTopologyError(
+            f"bolt {cid!r}: custom grouping on {sub.source!r} must have a choose_tasks "
+            f"method (subclass CustomStreamGrouping), got {type(grouping.custom).__name__}",
+            component=cid,
+            stream=sub.stream,
+        )

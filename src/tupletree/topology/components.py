@@ -1,0 +1,153 @@
+"""The user's building blocks: Spout, Bolt, BasicBolt, and the output declarer.
+
+Lifecycle contracts (what the runtime calls, in order), per task:
+
+- Spout: ``open(conf, context, collector)``; then, while active, ``next_tuple()`` is
+  called repeatedly, interleaved with ``ack(msg_id)`` / ``fail(msg_id)`` for the tuples
+  this very task emitted; ``activate()`` / ``deactivate()`` when the topology is
+  (de)activated; ``close()`` when it is killed (best effort, as in Storm).
+- Bolt: ``prepare(conf, context, collector)``; then ``execute(tup)`` per input tuple; the
+  bolt must ``collector.ack(tup)`` or ``collector.fail(tup)`` each of them, now or later;
+  ``cleanup()`` when killed.
+- BasicBolt: ``prepare(conf, context)``; then ``execute(tup, collector)``: every emit is
+  anchored to ``tup`` and ``tup`` is acked when ``execute`` returns, or failed if it
+  raises (FailedException or anything else).
+
+All calls for one task happen on one thread, never concurrently, so components need no
+locks. Every method has a do-nothing default and ``__init__`` need not be called.
+Each task gets its own copy of the component (a pickle round trip), as in Storm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tupletree.topology.fields import Fields
+
+DEFAULT_STREAM = "default"
+
+
+class StreamSpec:
+    """A declared output stream: its fields and whether it is direct."""
+
+    __slots__ = ("direct", "fields")
+
+    def __init__(self, fields: Fields, direct: bool) -> None:
+        self.fields = fields
+        self.direct = direct
+
+    def __repr__(self) -> str:
+        return f"StreamSpec({self.fields.to_list()!r}, direct={self.direct})"
+
+
+class OutputFieldsDeclarer:
+    """Collects the streams a component declares in ``declare_output_fields``."""
+
+    def __init__(self, component: str) -> None:
+        self.component = component
+        self.streams: dict[str, StreamSpec] = {}
+
+    def declare(self, fields: Fields | Iterable[str], direct: bool = False) -> None:
+        """Declare the default stream."""
+        self.declare_stream(DEFAULT_STREAM, fields, direct=direct)
+
+    def declare_stream(
+        self, stream: str, fields: Fields | Iterable[str], direct: bool = False
+    ) -> None:
+        from tupletree.errors import InvalidTopologyError
+
+        if not isinstance(stream, str) or not stream:
+            raise InvalidTopologyError(
+                f"component {self.component!r} declares a stream with an invalid id {stream!r}",
+                component=self.component,
+            )
+        if stream in self.streams:
+            raise InvalidTopologyError(
+                f"component {self.component!r} declares stream {stream!r} twice",
+                component=self.component,
+                stream=stream,
+            )
+        if isinstance(fields, str):
+            raise InvalidTopologyError(
+                f"component {self.component!r} stream {stream!r}: fields must be a list of "
+                f"names, got the string {fields!r} (did you mean [{fields!r}]?)",
+                component=self.component,
+                stream=stream,
+            )
+        try:
+            spec_fields = fields if isinstance(fields, Fields) else Fields(list(fields))
+        except (TypeError, ValueError) as exc:
+            raise InvalidTopologyError(
+                f"component {self.component!r} stream {stream!r}: {exc}",
+                component=self.component,
+                stream=stream,
+            ) from exc
+        self.streams[stream] = StreamSpec(spec_fields, bool(direct))
+
+
+class _Component:
+    outputs: list[str] | None = None
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """Declare output streams; by default from the class attribute ``outputs``."""
+        if self.outputs is not None:
+            declarer.declare(self.outputs)
+
+
+class Spout(_Component):
+    """A source of tuples. See the module docstring for the lifecycle."""
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        pass
+
+    def next_tuple(self) -> None:
+        pass
+
+    def ack(self, msg_id: Any) -> None:
+        pass
+
+    def fail(self, msg_id: Any) -> None:
+        pass
+
+    def activate(self) -> None:
+        pass
+
+    def deactivate(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Bolt(_Component):
+    """A processing step that acks or fails its inputs itself."""
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        pass
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+    def cleanup(self) -> None:
+        pass
+
+
+class BasicBolt(_Component):
+    """A bolt whose emits are anchored to the input and whose input is acked for it."""
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        pass
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        pass
+
+    def cleanup(self) -> None:
+        pass
+
+
+def declared_streams(component_id: str, component: Any) -> dict[str, StreamSpec]:
+    """Ask a component for its output streams."""
+    declarer = OutputFieldsDeclarer(component_id)
+    component.declare_output_fields(declarer)
+    return declarer.streams

@@ -1,0 +1,90 @@
+"""Tuple: one message flowing through a topology.
+
+Design note: a Tuple is created for every delivery to every target task, so it is the
+hottest object in the runtime. It holds four slots only: the values, a shared
+``TupleSource`` (component, stream, task and fields, one object per emitting task and
+stream, so nothing is copied per tuple), and the two reliability fields:
+
+- ``_roots``: ``{root_id: edge_id}`` for every tuple tree this tuple belongs to (None
+  when untracked). A bolt's ack sends, per root, ``edge_id ^ _ack_val``.
+- ``_ack_val``: the XOR of the edge ids of every child anchored to this tuple so far.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tupletree.topology.fields import Fields
+
+
+class TupleSource:
+    """Where tuples come from: shared by every tuple one task emits on one stream."""
+
+    __slots__ = ("component", "fields", "stream", "task")
+
+    def __init__(self, component: str, stream: str, task: int, fields: Fields) -> None:
+        self.component = component
+        self.stream = stream
+        self.task = task
+        self.fields = fields
+
+    def __repr__(self) -> str:
+        return f"TupleSource({self.component!r}, {self.stream!r}, task={self.task})"
+
+
+class Tuple:
+    """A tuple received by a bolt: values plus where they came from.
+
+    ``tup[i]``, ``tup.get("field")``, ``len(tup)``, ``.values``, ``.fields``,
+    ``.source_component``, ``.source_stream``, ``.source_task``.
+    """
+
+    __slots__ = ("_ack_val", "_roots", "_src", "values")
+
+    def __init__(
+        self, values: list[Any], src: TupleSource, roots: dict[int, int] | None = None
+    ) -> None:
+        self.values = values
+        self._src = src
+        self._roots = roots
+        self._ack_val = 0
+
+    @property
+    def fields(self) -> Fields:
+        return self._src.fields
+
+    @property
+    def source_component(self) -> str:
+        return self._src.component
+
+    @property
+    def source_stream(self) -> str:
+        return self._src.stream
+
+    @property
+    def source_task(self) -> int:
+        return self._src.task
+
+    def get(self, field: str) -> Any:
+        """The value of ``field``; KeyError naming the field and the stream's fields."""
+        return self.values[self._src.fields.index(field)]
+
+    def select(self, fields: Fields | list[str]) -> list[Any]:
+        return self._src.fields.select(fields, self.values)
+
+    def is_tick(self) -> bool:
+        """True for the system's tick tuples (``topology.tick.tuple.freq.secs``)."""
+        return self._src.stream == "__tick" and self._src.component == "__system"
+
+    def __getitem__(self, i: int) -> Any:
+        return self.values[i]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.values)
+
+    def __repr__(self) -> str:
+        src = self._src
+        return f"Tuple({self.values!r}, source={src.component}:{src.task}, stream={src.stream!r})"
