@@ -80,6 +80,7 @@ class WordCount(BasicBolt):
 
     def prepare(self, conf: dict[str, Any], context: Any) -> None:
         self.counts: Counter[str] = Counter()
+        context.register_metric("top_words", _TopWordsMetric(self))
 
     def execute(self, tup: Any, collector: Any) -> None:
         word = tup[0]
@@ -122,3 +123,25 @@ CONF = {
 def topology() -> Any:
     """What ``tupletree run`` submits."""
     return build()
+
+
+class _TopWordsMetric:
+    """A task's top counts, reported through metrics so they reach the driver from any
+    cluster (a plain picklable callable)."""
+
+    def __init__(self, bolt: WordCount) -> None:
+        self.bolt = bolt
+
+    def __call__(self) -> list[tuple[str, int]]:
+        return self.bolt.counts.most_common(10)
+
+
+def report(metrics: dict[str, Any]) -> str:
+    """Top words across every count task, and the spout's acked/failed counts."""
+    totals: Counter[str] = Counter()
+    for per_task in metrics["count"].get("custom", {}).get("top_words", {}).values():
+        for word, n in per_task or []:
+            totals[word] += n
+    spout = metrics["sentences"]
+    top = ", ".join(f"{w} {n:,}" for w, n in totals.most_common(8))
+    return f"top words: {top}\nsentences acked {spout['acked']:,}, failed {spout['failed']:,}"

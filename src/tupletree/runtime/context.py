@@ -40,6 +40,13 @@ class TopologyContext:
         self.component_id = layout.task_to_component[task_id]
         self.conf = conf
         self.topology_name = topology_name
+        self.custom_metrics: dict[str, Any] = {}
+
+    def register_metric(self, name: str, fn: Any) -> None:
+        """Report ``fn()`` under ``metrics(topology)[component]["custom"][name][task]``
+        whenever the cluster collects metrics (Storm's registerMetric). ``fn`` runs on
+        the task's own thread; it should be cheap and return plain data."""
+        self.custom_metrics[name] = fn
 
     def this_component_tasks(self) -> list[int]:
         """Sorted task ids of this component."""

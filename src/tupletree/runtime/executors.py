@@ -50,6 +50,16 @@ class Executor:
         self.metrics = TaskMetrics()
         self._report = report
         self.broken = False  # open/prepare raised: the task does not run
+        self.context: Any = None
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = self.metrics.snapshot()
+        custom = self.context.custom_metrics if self.context is not None else None
+        if custom:
+            snap["custom"] = {
+                name: self.call(fn, where=f"metric {name}") for name, fn in custom.items()
+            }
+        return snap
 
     def report(self, exc: BaseException, where: str) -> None:
         self.metrics.errors += 1
@@ -85,6 +95,11 @@ class SpoutExecutor(Executor):
         self.metrics.latency = LatencyHistogram()
         self._now = now
         self.collector: SpoutOutputCollector | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = super().snapshot()
+        snap["pending"] = len(self.pending)
+        return snap
 
     def track(self, root: int, msg_id: Any) -> None:
         self.pending.add(root, msg_id, self._now())

@@ -102,6 +102,11 @@ def aggregate(
         task_entry = {name: snap[name] for name in COUNTERS}
         for name in COUNTERS:
             entry[name] += snap[name]
+        if "pending" in snap:
+            task_entry["pending"] = snap["pending"]
+            entry["pending"] = entry.get("pending", 0) + snap["pending"]
+        for name, value in (snap.get("custom") or {}).items():
+            entry.setdefault("custom", {}).setdefault(name, {})[task] = value
         if snap.get("latency") is not None:
             h = LatencyHistogram.from_state(snap["latency"])
             hists.setdefault(comp, LatencyHistogram()).merge(h)

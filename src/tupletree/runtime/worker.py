@@ -173,6 +173,7 @@ class Worker:
             component = ex.component_id
             conf = self._task_conf(component)
             context = TopologyContext(self.layout, task, conf, self.name)
+            ex.context = context
             if isinstance(ex, AckerExecutor):
                 if timeouts:
                     self._add_timer(now, timeout, ex.expire)
@@ -297,4 +298,4 @@ class Worker:
     # -- observation --------------------------------------------------------------
 
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
-        return {task: ex.metrics.snapshot() for task, ex in self.executors.items()}
+        return {task: ex.snapshot() for task, ex in self.executors.items()}

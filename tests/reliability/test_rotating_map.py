@@ -1,0 +1,67 @@
+"""RotatingMap: put/get/remove semantics and the expiry bound in its docstring."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tupletree.reliability.rotating_map import RotatingMap
+
+
+def test_put_get_remove():
+    """A put value is found until removed."""
+    m = RotatingMap(3)
+    m.put("a", 1)
+    assert m.get("a") == 1 and "a" in m and len(m) == 1
+    assert m.remove("a") == 1
+    assert m.get("a") is None and len(m) == 0 and m.remove("a") is None
+
+
+def test_rotate_expires_oldest_cohort_only():
+    """With 3 buckets an untouched entry expires on the 3rd rotation, not before."""
+    m = RotatingMap(3)
+    m.put("a", 1)
+    assert m.rotate() == {}
+    assert m.rotate() == {}
+    assert m.rotate() == {"a": 1}
+    assert "a" not in m
+
+
+def test_put_moves_to_nursery_and_resets_countdown():
+    """Re-putting a key restarts its countdown and keeps a single copy."""
+    m = RotatingMap(2)
+    m.put("a", 1)
+    m.rotate()
+    m.put("a", 2)
+    assert len(m) == 1
+    assert m.rotate() == {}
+    assert m.rotate() == {"a": 2}
+
+
+def test_needs_two_buckets():
+    """A single bucket could not tell old from new; it is refused."""
+    import pytest
+
+    with pytest.raises(ValueError, match="at least 2"):
+        RotatingMap(1)
+
+
+@given(
+    buckets=st.integers(2, 5),
+    ops=st.lists(st.tuples(st.sampled_from(["put", "rotate"]), st.integers(0, 4)), max_size=60),
+)
+def test_expiry_bound(buckets, ops):
+    """An entry expires exactly when `buckets` rotations passed since its last put."""
+    m = RotatingMap(buckets)
+    rotations_since_put: dict[int, int] = {}
+    for op, key in ops:
+        if op == "put":
+            m.put(key, key)
+            rotations_since_put[key] = 0
+        else:
+            expired = m.rotate()
+            for k in list(rotations_since_put):
+                rotations_since_put[k] += 1
+            expected = {k for k, n in rotations_since_put.items() if n == buckets}
+            assert set(expired) == expected
+            for k in expected:
+                del rotations_since_put[k]
+        assert set(m) == set(rotations_since_put)
