@@ -1,0 +1,83 @@
+"""Components of the benchmark word count: 10-word sentences, BasicBolt split and count."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tupletree import BasicBolt, Config, Spout, TopologyBuilder
+
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "snow", "white", "dwarfs", "sing", "an", "old", "song", "about", "apples", "moons", "cows", "and", "four", "score", "years", "ago"]
+
+
+def sentences(n: int = 64) -> list[str]:
+    """A fixed set of 10-word sentences (deterministic, no RNG on the hot path)."""
+    return [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(10)) for i in range(n)]
+
+
+class SentenceSpout(Spout):
+    """Emits ``total`` tracked sentences; with ``rate`` set, at most that many per second."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, total: int, rate: float | None = None) -> None:
+        self.total = total
+        self.rate = rate
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.emit = collector.emit
+        self.sentences = sentences()
+        self.n = 0
+        self.start: float | None = None
+
+    def next_tuple(self) -> None:
+        n = self.n
+        if n >= self.total:
+            return
+        if self.rate is not None:
+            now = time.monotonic()
+            if self.start is None:
+                self.start = now
+            if n >= (now - self.start) * self.rate:
+                return
+        self.n = n + 1
+        self.emit([self.sentences[n & 63]], n)
+
+    def fail(self, msg_id: Any) -> None:
+        raise RuntimeError(f"benchmark sentence {msg_id} failed")
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        emit = collector.emit
+        for word in tup.values[0].split():
+            emit([word])
+
+
+class Count(BasicBolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        word = tup.values[0]
+        counts = self.counts
+        counts[word] = counts.get(word, 0) + 1
+
+
+def topology(total: int, rate: float | None = None) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout(total, rate))
+    b.set_bolt("split", Split()).shuffle_grouping("sentences")
+    b.set_bolt("count", Count()).fields_grouping("split", ["word"])
+    return b.create_topology()
+
+
+def conf(max_pending: int = 1000) -> dict[str, Any]:
+    return {
+        Config.TOPOLOGY_ACKER_EXECUTORS: 1,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: max_pending,
+    }
