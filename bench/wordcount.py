@@ -7,7 +7,35 @@ from typing import Any
 
 from tupletree import BasicBolt, Config, Spout, TopologyBuilder
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "snow", "white", "dwarfs", "sing", "an", "old", "song", "about", "apples", "moons", "cows", "and", "four", "score", "years", "ago"]
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "snow",
+    "white",
+    "dwarfs",
+    "sing",
+    "an",
+    "old",
+    "song",
+    "about",
+    "apples",
+    "moons",
+    "cows",
+    "and",
+    "four",
+    "score",
+    "years",
+    "ago",
+]
 
 
 def sentences(n: int = 64) -> list[str]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 
 _BATCH = 1024
+_UNPACK = struct.Struct(f"<{_BATCH}Q").unpack
 
 
 class IdGenerator:
@@ -21,11 +23,14 @@ class IdGenerator:
     ``seed`` makes the sequence reproducible (tests); None seeds from the OS.
     """
 
-    __slots__ = ("_buf", "_rand")
+    __slots__ = ("_buf", "_rand", "pop")
 
     def __init__(self, seed: int | None = None) -> None:
         self._rand = random.Random(seed if seed is not None else os.urandom(16))
         self._buf: list[int] = []
+        # Hot paths call ``pop()`` (a C method) and fall back to ``next_id()`` on
+        # IndexError, which refills: no Python frame per id.
+        self.pop = self._buf.pop
 
     def next_id(self) -> int:
         buf = self._buf
@@ -36,11 +41,6 @@ class IdGenerator:
     __call__ = next_id
 
     def _refill(self) -> None:
-        big = self._rand.getrandbits(64 * _BATCH)
-        ids = big.to_bytes(8 * _BATCH, "little")
-        out = [
-            v
-            for v in (int.from_bytes(ids[i : i + 8], "little") for i in range(0, 8 * _BATCH, 8))
-            if v
-        ]
-        self._buf.extend(out)
+        # One big draw split by struct (C speed); zeros dropped.
+        ids = _UNPACK(self._rand.getrandbits(64 * _BATCH).to_bytes(8 * _BATCH, "little"))
+        self._buf.extend([v for v in ids if v])

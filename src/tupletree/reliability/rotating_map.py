@@ -20,26 +20,32 @@ V = TypeVar("V")
 
 
 class RotatingMap(Generic[K, V]):
-    __slots__ = ("_buckets",)
+    __slots__ = ("_buckets", "_size")
 
     def __init__(self, num_buckets: int) -> None:
         if num_buckets < 2:
             raise ValueError(f"a RotatingMap needs at least 2 buckets, got {num_buckets}")
         # _buckets[0] is the nursery, _buckets[-1] death row.
         self._buckets: list[dict[K, V]] = [{} for _ in range(num_buckets)]
+        self._size = 0  # kept, not summed: len() is on the hot path (capacity checks)
 
     def put(self, key: K, value: V) -> None:
         """Set ``key`` in the nursery, removing it from older buckets."""
         buckets = self._buckets
-        for bucket in buckets[1:]:
-            if key in bucket:
-                del bucket[key]
-                break
-        buckets[0][key] = value
+        nursery = buckets[0]
+        if key not in nursery:
+            for bucket in buckets[1:]:
+                if key in bucket:
+                    del bucket[key]
+                    break
+            else:
+                self._size += 1
+        nursery[key] = value
 
     def put_new(self, key: K, value: V) -> None:
         """``put`` for a key known to be absent (just removed): one dict operation."""
         self._buckets[0][key] = value
+        self._size += 1
 
     def get(self, key: K, default: V | None = None) -> V | None:
         for bucket in self._buckets:
@@ -51,6 +57,7 @@ class RotatingMap(Generic[K, V]):
         """Remove ``key`` and return its value, or None if absent."""
         for bucket in self._buckets:
             if key in bucket:
+                self._size -= 1
                 return bucket.pop(key)
         return None
 
@@ -61,10 +68,11 @@ class RotatingMap(Generic[K, V]):
         """Expire death row: return its entries and open a fresh nursery."""
         dead = self._buckets.pop()
         self._buckets.insert(0, {})
+        self._size -= len(dead)
         return dead
 
     def __len__(self) -> int:
-        return sum(len(bucket) for bucket in self._buckets)
+        return self._size
 
     def __iter__(self) -> Iterator[K]:
         for bucket in self._buckets:

@@ -209,9 +209,11 @@ class BoltExecutor(Executor):
         assert out is not None
         pop = inbox.popleft
         if self.basic:
+            # BasicBolt: auto-ack inlined (OutputCollector.ack's logic), the hottest loop.
             bc = self.basic_collector
             execute = self.bolt.execute
-            ack = out.ack
+            acks = out.acks
+            failed = 0
             for _ in range(n):
                 tup = pop()
                 bc.input = tup  # type: ignore[union-attr]
@@ -219,11 +221,21 @@ class BoltExecutor(Executor):
                     execute(tup, bc)
                 except FailedException:
                     out.fail(tup)
+                    failed += 1
+                    continue
                 except Exception as exc:
                     self.report(exc, "execute")
                     out.fail(tup)
-                else:
-                    ack(tup)
+                    failed += 1
+                    continue
+                ack_val = tup._ack_val
+                tup._ack_val = SETTLED
+                roots = tup._roots
+                if roots:
+                    for root, edge in roots.items():
+                        acks[root] = acks.get(root, 0) ^ edge ^ ack_val
+            # out.fail counted the failures; count the acks in one go.
+            self.metrics.acked += n - failed
         else:
             execute = self.bolt.execute
             for _ in range(n):

@@ -130,10 +130,26 @@ class CustomRouter:
         return list(self._grouping.choose_tasks(self._task, values))
 
 
-class StreamRoute:
-    """Everything an emit on one stream of one task needs, computed once."""
+_NO_TARGETS: list[int] = []
 
-    __slots__ = ("component", "direct", "direct_tasks", "nfields", "routers", "src", "stream")
+
+class StreamRoute:
+    """Everything an emit on one stream of one task needs, computed once.
+
+    ``choose(values)`` is bound at construction to the single router's own ``choose``
+    when there is one subscriber (the common case), saving a call per emit.
+    """
+
+    __slots__ = (
+        "choose",
+        "component",
+        "direct",
+        "direct_tasks",
+        "nfields",
+        "routers",
+        "src",
+        "stream",
+    )
 
     def __init__(
         self,
@@ -149,15 +165,22 @@ class StreamRoute:
         self.direct = spec.direct
         self.routers = routers
         self.direct_tasks = direct_tasks
-
-    def choose(self, values: list[Any]) -> list[int]:
-        routers = self.routers
         if len(routers) == 1:
-            return routers[0].choose(values)
+            self.choose = routers[0].choose
+        elif not routers:
+            self.choose = _no_targets
+        else:
+            self.choose = self._choose_all
+
+    def _choose_all(self, values: list[Any]) -> list[int]:
         out: list[int] = []
-        for router in routers:
+        for router in self.routers:
             out.extend(router.choose(values))
         return out
+
+
+def _no_targets(values: list[Any]) -> list[int]:
+    return _NO_TARGETS
 
 
 def make_router(

@@ -187,7 +187,7 @@ class Worker:
                 routes,
                 self.inboxes,
                 self.acker_tasks,
-                ids.next_id,
+                ids,
                 ex.metrics,
                 lambda exc, ex=ex: ex.report(exc, "report_error"),
             )

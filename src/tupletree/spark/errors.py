@@ -1,0 +1,49 @@
+"""Errors raised while starting or supervising workers on Spark.
+
+They live here rather than in ``tupletree.errors`` so that this layer can be used (and
+tested) without the topology runtime. Each carries the numbers it talks about as
+attributes, so callers need not parse the message.
+"""
+
+from __future__ import annotations
+
+
+class SparkLaunchError(RuntimeError):
+    """Base class: workers could not be started or kept running on Spark."""
+
+
+class SparkUnavailableError(SparkLaunchError):
+    """Spark cannot start here at all: pyspark is missing, or Java is missing or too old."""
+
+
+class NotEnoughSlotsError(SparkLaunchError):
+    """Spark has fewer free task slots than there are workers to run.
+
+    Every worker is a task that runs for the topology's whole life, so a worker that
+    does not get a slot would wait forever; we say so at once instead.
+    """
+
+    def __init__(self, message: str, *, needed: int, available: int, master: str) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.available = available
+        self.master = master
+
+
+class WorkerStartTimeout(SparkLaunchError):
+    """Not every worker registered within the start timeout; ``missing`` lists them."""
+
+    def __init__(self, message: str, *, missing: list[int]) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+class SparkJobFailed(SparkLaunchError):
+    """The Spark job that runs the workers ended with an error (e.g. a worker failed
+    more often than Spark's task retries allow). ``worker_errors`` maps a worker index to
+    the last error that worker reported itself, which is usually more readable than
+    Spark's own message."""
+
+    def __init__(self, message: str, *, worker_errors: dict[int, str] | None = None) -> None:
+        super().__init__(message)
+        self.worker_errors = dict(worker_errors or {})
