@@ -120,7 +120,9 @@ class FeederSpout(Spout):
         self.tracker = tracker
         self.stream = stream
         self._key = f"feeder-{uuid.uuid4()}"
-        self._queue = _shared(self._key, items=deque()).items
+        # Hold the registry entry itself (the registry only keeps weak references).
+        self._shared = _shared(self._key, items=deque())
+        self._queue = self._shared.items
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -132,7 +134,8 @@ class FeederSpout(Spout):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._queue = _lookup(self._key, "FeederSpout").items
+        self._shared = _lookup(self._key, "FeederSpout")
+        self._queue = self._shared.items
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare_stream(self.stream, self.fields)

@@ -84,6 +84,25 @@ def pickled_components(topology: Topology) -> dict[str, bytes]:
     return out
 
 
+def _logged_choose(route: Any, task: int) -> Callable[[list[Any]], list[int]]:
+    """topology.debug: log every emit (Storm's "Emitting: ..."); costs nothing when off."""
+    choose = route.choose
+
+    def logged(values: list[Any]) -> list[int]:
+        targets = choose(values)
+        log.info(
+            "Emitting: %s:%d %s %r -> tasks %s",
+            route.component,
+            task,
+            route.stream,
+            values,
+            targets,
+        )
+        return targets
+
+    return logged
+
+
 class _Timer:
     __slots__ = ("action", "due", "period")
 
@@ -120,6 +139,8 @@ class Worker:
         self.spout_calls = max(1, self.batch // 4)
         self.buffer_limit = conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE]
         self.active = False
+        # Extra backpressure, e.g. a transport whose peers do not take frames.
+        self.external_backpressure: Callable[[], bool] | None = None
         self._timers: list[_Timer] = []
         self._seed = seed
         self.acker_tasks = self.layout.component_to_tasks.get(ACKER_COMPONENT, [])
@@ -180,6 +201,9 @@ class Worker:
                 continue
             spec = self.topology.components[component]
             routes = build_routes(self.layout, context, spec.streams, self.local_tasks)
+            if conf.get(Config.TOPOLOGY_DEBUG):
+                for route in routes.values():
+                    route.choose = _logged_choose(route, task)
             ids = IdGenerator(None if self._seed is None else self._seed * 100003 + task)
             args = (
                 component,
@@ -281,6 +305,13 @@ class Worker:
         return progressed
 
     def _backpressured(self) -> bool:
+        limit = self.buffer_limit
+        if any(len(ex.inbox) > limit for ex in self.bolts):
+            return True
+        return self.external_backpressure is not None and self.external_backpressure()
+
+    def over_limit(self) -> bool:
+        """True while a local bolt's inbox is over its limit (stop taking more input)."""
         limit = self.buffer_limit
         return any(len(ex.inbox) > limit for ex in self.bolts)
 
