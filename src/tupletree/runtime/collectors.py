@@ -247,6 +247,17 @@ class OutputCollector(_Base):
                 inboxes[t].append(Tuple(values, src))
             return
         pop = self._id_pop
+        if len(roots) == 1:
+            # A literal {root: edge} costs a third of dict.fromkeys (measured).
+            (root,) = roots
+            for t in targets:
+                try:
+                    edge = pop()
+                except IndexError:
+                    edge = self._next_id()
+                anchor._ack_val ^= edge
+                inboxes[t].append(Tuple(values, src, {root: edge}))
+            return
         for t in targets:
             try:
                 edge = pop()
@@ -365,6 +376,16 @@ class BasicOutputCollector:
                 inboxes[t].append(Tuple(values, src))
             return targets
         pop = self._id_pop
+        if len(roots) == 1:
+            (root,) = roots
+            for t in targets:
+                try:
+                    edge = pop()
+                except IndexError:
+                    edge = self._next_id()
+                anchor._ack_val ^= edge  # type: ignore[union-attr]
+                inboxes[t].append(Tuple(values, src, {root: edge}))
+            return targets
         for t in targets:
             try:
                 edge = pop()

@@ -75,6 +75,32 @@ class FieldsRouter:
         return target
 
 
+class SingleFieldRouter:
+    """FieldsRouter for the common one-field key: one index, no key tuple."""
+
+    __slots__ = ("_cache", "_i", "_n", "_singles")
+
+    def __init__(self, tasks: list[int], key_index: int) -> None:
+        self._singles = [[t] for t in tasks]
+        self._n = len(tasks)
+        self._i = key_index
+        self._cache: dict[Any, list[int]] = {}
+
+    def choose(self, values: list[Any]) -> list[int]:
+        key = values[self._i]
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        except TypeError:
+            return self._singles[stable_hash(key) % self._n]
+        target = self._singles[stable_hash(key) % self._n]
+        if len(self._cache) >= _KEY_CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = target
+        return target
+
+
 class PartialKeyRouter:
     """Partial key grouping: each key may go to one of two tasks (two hashes), whichever
     this emitter has sent fewer tuples to. Splits hot keys over two tasks."""
@@ -199,7 +225,10 @@ def make_router(
         local = [t for t in tasks if t in local_tasks]
         return ShuffleRouter(local or tasks, rng)
     if kind == g.FIELDS:
-        return FieldsRouter(tasks, [fields.index(f) for f in grouping.fields or []])
+        indexes = [fields.index(f) for f in grouping.fields or []]
+        if len(indexes) == 1:
+            return SingleFieldRouter(tasks, indexes[0])
+        return FieldsRouter(tasks, indexes)
     if kind == g.PARTIAL_KEY:
         return PartialKeyRouter(tasks, [fields.index(f) for f in grouping.fields or []])
     if kind == g.ALL:
