@@ -120,3 +120,29 @@ def aggregate(
         entry["complete_latency_p50_ms"] = h.percentile(50) if h else None
         entry["complete_latency_p99_ms"] = h.percentile(99) if h else None
     return out
+
+
+def merge_snapshots(parts: list[dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+    """Sum per-task snapshots that cover the same tasks, e.g. the last report of a worker
+    that died and the reports of the attempt that replaced it, so counts never go back."""
+    merged: dict[int, dict[str, Any]] = {}
+    for part in parts:
+        for task, snap in part.items():
+            into = merged.get(task)
+            if into is None:
+                merged[task] = dict(snap)
+                continue
+            for name in COUNTERS:
+                into[name] += snap[name]
+            if snap.get("latency") is not None:
+                if into.get("latency") is None:
+                    into["latency"] = snap["latency"]
+                else:
+                    h = LatencyHistogram.from_state(into["latency"])
+                    h.merge(LatencyHistogram.from_state(snap["latency"]))
+                    into["latency"] = h.to_state()
+            if "pending" in snap:
+                into["pending"] = snap["pending"]  # the newest attempt's view wins
+            if "custom" in snap:
+                into["custom"] = snap["custom"]
+    return merged

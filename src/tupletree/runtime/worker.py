@@ -67,12 +67,17 @@ def make_layout(topology: Topology, conf: dict[str, Any]) -> TaskLayout:
     return TaskLayout(topology, counts)
 
 
-def pickled_components(topology: Topology) -> dict[str, bytes]:
-    """Pickle each component once; reject one that cannot be copied, naming it."""
+def pickled_components(
+    topology: Topology, dumps: Callable[[Any], bytes] = pickle.dumps
+) -> dict[str, bytes]:
+    """Pickle each component once; reject one that cannot be copied, naming it.
+
+    ``dumps`` is cloudpickle's on Spark workers, whose classes may be pickled by value.
+    """
     out = {}
     for cid, spec in topology.components.items():
         try:
-            out[cid] = pickle.dumps(spec.obj)
+            out[cid] = dumps(spec.obj)
         except Exception as exc:
             raise InvalidTopologyError(
                 f"component {cid!r} ({type(spec.obj).__name__}) cannot be copied to its "
@@ -135,6 +140,7 @@ class Worker:
         all_tasks = self.layout.task_to_component
         self.local_tasks = set(all_tasks if local_tasks is None else local_tasks)
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
+        self.error_count = 0  # ever reported (the deque keeps only the newest)
         self.batch = conf[Config.TOPOLOGY_EXECUTOR_BATCH_SIZE]
         self.spout_calls = max(1, self.batch // 4)
         self.buffer_limit = conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE]
@@ -181,6 +187,7 @@ class Worker:
     def _report(self, executor: Executor, exc: BaseException, where: str) -> None:
         text = format_error(executor, exc, where)
         self.errors.append(text)
+        self.error_count += 1
         log.warning("topology %s: %s", self.name, text.rstrip())
 
     # -- lifecycle ----------------------------------------------------------------
@@ -326,7 +333,35 @@ class Worker:
                 return True
         return False
 
+    def fail_unserializable(self, item: Any, exc: BaseException) -> None:
+        """A tuple bound for another worker could not be serialized: report it, naming
+        its component and stream, and fail its trees so the spout can replay."""
+        if not isinstance(item, Tuple):
+            log.error("topology %s: cannot serialize %r: %s", self.name, item, exc)
+            return
+        src = item._src
+        ex = self.executors.get(src.task)
+        err = TypeError(
+            f"component {src.component!r} stream {src.stream!r}: a value of {item.values!r} "
+            f"cannot be serialized to send it to another worker: {type(exc).__name__}: {exc}"
+        )
+        if ex is not None:
+            ex.report(err, "emit")
+        else:
+            self.errors.append(str(err))
+            self.error_count += 1
+        from tupletree.reliability.protocol import FAIL
+
+        acker_tasks = self.acker_tasks
+        for root in item._roots or {}:
+            self.inboxes[acker_tasks[root % len(acker_tasks)]].append((FAIL, root, 0, 0))
+
     # -- observation --------------------------------------------------------------
+
+    def errors_since(self, count: int) -> list[str]:
+        """Errors reported after the first ``count`` (as many as are still kept)."""
+        new = self.error_count - count
+        return list(self.errors)[-new:] if new > 0 else []
 
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
         return {task: ex.snapshot() for task, ex in self.executors.items()}

@@ -1,0 +1,334 @@
+"""SparkCluster: run topologies as workers on Spark, with LocalCluster's semantics.
+
+The driver plays Storm's Nimbus: ``submit_topology`` validates the topology, places
+its executors on ``topology.workers`` workers (Storm's even scheduler), and starts them
+as long-running tasks of one background Spark job through a WorkerLauncher; Spark plays
+the Supervisor, re-running a worker whose process died. The driver keeps each worker's
+latest metrics and errors (sent every half second), and relays activate, deactivate
+and kill.
+
+Component classes are shipped by value (cloudpickle), so a topology defined in a script,
+a test module or a file run with ``tupletree run`` works without installing it on the
+executors; tupletree itself and the libraries the components import must be importable
+there (on a local master they are: executors run this same Python).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from tupletree.config import Config, validate
+from tupletree.errors import TopologyNotFoundError
+from tupletree.runtime.metrics import aggregate, merge_snapshots
+from tupletree.runtime.worker import make_layout, pickled_components
+from tupletree.spark.scheduler import assign
+from tupletree.topology.builder import Topology
+
+log = logging.getLogger("tupletree")
+
+START_TIMEOUT_SECS = 120.0
+MAX_ERRORS_KEPT = 1000
+
+
+class _Running:
+    """Driver-side state of one submitted topology."""
+
+    def __init__(self, name: str, layout: Any, launcher: Any, active: bool) -> None:
+        self.name = name
+        self.layout = layout
+        self.launcher = launcher
+        self.active = active
+        self.lock = threading.Lock()
+        self.snapshots: dict[tuple[int, int], dict[int, dict[str, Any]]] = {}
+        self.reports: dict[int, dict[str, Any]] = {}  # worker -> latest metrics message
+        self.report_times: dict[int, float] = {}
+        self.ready: set[tuple[int, int]] = set()
+        self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
+        self.changed = threading.Condition(self.lock)
+
+    def on_message(self, message: Any) -> None:
+        msg = message.msg
+        kind = msg.get("type")
+        with self.lock:
+            if kind == "metrics":
+                self.snapshots[(message.worker, message.attempt)] = msg["snapshot"]
+                self.reports[message.worker] = {**msg, "attempt": message.attempt}
+                self.report_times[message.worker] = time.monotonic()
+                for text in msg.get("errors", ()):
+                    self.errors.append(f"worker {message.worker}: {text}")
+            elif kind == "ready":
+                self.ready.add((message.worker, message.attempt))
+                if message.attempt and message.attempt > 0:
+                    # A restarted worker starts in the state the topology had at submit.
+                    self.launcher.send(
+                        message.worker, {"type": "activate" if self.active else "deactivate"}
+                    )
+            elif kind == "error":
+                self.errors.append(
+                    f"worker {message.worker} (attempt {message.attempt}): "
+                    f"{msg.get('error')}\n{msg.get('traceback', '')}"
+                )
+            elif kind == "log":
+                log.log(
+                    logging.getLevelName(msg.get("level", "INFO")),
+                    "worker %s: %s",
+                    message.worker,
+                    msg.get("line"),
+                )
+            self.changed.notify_all()
+
+
+class SparkCluster:
+    """Run topologies on Spark: ``SparkCluster(spark=None, master=None)``.
+
+    ``spark=None`` uses the running SparkSession or starts a local one (``master``,
+    default ``local[*]``, with task retries so a dead worker is re-run). Same methods as
+    LocalCluster, without simulated time.
+    """
+
+    simulate_time = False
+
+    def __init__(self, spark: Any = None, master: str | None = None) -> None:
+        self._spark = spark
+        self._requested_master = master
+        self._owns_session = False
+        self._running: dict[str, _Running] = {}
+
+    # -- session ----------------------------------------------------------------------
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            self._spark, self._owns_session = _session(self._requested_master)
+        return self._spark
+
+    @property
+    def master(self) -> str:
+        if self._spark is None:
+            return self._requested_master or "local[*]"
+        return self._spark.sparkContext.master
+
+    # -- topologies -----------------------------------------------------------------
+
+    def submit_topology(
+        self,
+        name: str,
+        conf: dict[str, Any] | None,
+        topology: Topology,
+        inactive: bool = False,
+    ) -> None:
+        """Start ``topology`` as ``topology.workers`` Spark tasks; return once every worker
+        is ready. Raises at once (with the numbers) when Spark lacks the task slots."""
+        from pyspark import cloudpickle
+
+        from tupletree.spark.launcher import WorkerLauncher
+        from tupletree.spark.worker_process import TopologyWorkerMain
+
+        if not isinstance(topology, Topology):
+            raise TypeError(
+                f"submit_topology expects the result of TopologyBuilder.create_topology(), "
+                f"got {type(topology).__name__}"
+            )
+        if name in self._running:
+            raise ValueError(f"a topology named {name!r} is already running")
+        full_conf = validate(conf)
+        _ship_user_modules_by_value(topology)
+        pickled_components(topology, cloudpickle.dumps)  # names an unpicklable component
+        blob = cloudpickle.dumps(topology)
+        layout = make_layout(topology, full_conf)
+        workers = full_conf[Config.TOPOLOGY_WORKERS]
+        placement = assign(layout, workers)
+        main = TopologyWorkerMain(name, blob, full_conf, placement, active=not inactive)
+        running = _Running(name, layout, None, active=not inactive)
+        launcher = WorkerLauncher(
+            self.spark,
+            main,
+            workers,
+            name=name,
+            start_timeout=START_TIMEOUT_SECS,
+            on_message=running.on_message,
+        )
+        running.launcher = launcher
+        launcher.start()
+        deadline = time.monotonic() + START_TIMEOUT_SECS
+        with running.lock:
+            while {w for w, _ in running.ready} != set(range(workers)):
+                if launcher.job_error is not None or not launcher.running:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                running.changed.wait(min(remaining, 0.5))
+            ready = {w for w, _ in running.ready}
+            errors = list(running.errors)
+        if ready != set(range(workers)):
+            launcher.stop(timeout=10.0)
+            detail = f"; first worker error: {errors[0]}" if errors else ""
+            raise RuntimeError(
+                f"topology {name!r}: workers {sorted(set(range(workers)) - ready)} did not "
+                f"start their tasks{detail}"
+            )
+        self._running[name] = running
+
+    def _get(self, name: str) -> _Running:
+        try:
+            return self._running[name]
+        except KeyError:
+            raise TopologyNotFoundError(name) from None
+
+    def activate(self, name: str) -> None:
+        running = self._get(name)
+        running.active = True
+        running.launcher.broadcast({"type": "activate"})
+
+    def deactivate(self, name: str) -> None:
+        running = self._get(name)
+        running.active = False
+        running.launcher.broadcast({"type": "deactivate"})
+
+    def kill_topology(self, name: str) -> None:
+        """Deactivate, let workers drain briefly, stop them and end the Spark job."""
+        running = self._get(name)
+        running.launcher.stop(timeout=15.0)
+        del self._running[name]
+
+    def topologies(self) -> list[str]:
+        return sorted(self._running)
+
+    def workers(self, name: str) -> dict[int, Any]:
+        """The current attempt of every worker: pid, host, address, attempt."""
+        return self._get(name).launcher.workers
+
+    # -- observation ----------------------------------------------------------------
+
+    def metrics(self, name: str) -> dict[str, dict[str, Any]]:
+        """Same shape as LocalCluster.metrics, summed over workers (and over the
+        attempts of a worker that was restarted)."""
+        running = self._get(name)
+        with running.lock:
+            parts = list(running.snapshots.values())
+        return aggregate(merge_snapshots(parts), running.layout.task_to_component)
+
+    def errors(self, name: str) -> list[str]:
+        running = self._get(name)
+        with running.lock:
+            return list(running.errors)
+
+    def wait_idle(self, timeout: float | None = 60.0) -> bool:
+        """Return once every worker reports an idle round and no frame is in flight
+        between workers, in reports made after this call. False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for running in list(self._running.values()):
+            since = time.monotonic()
+            with running.lock:
+                while not _all_idle(running, since):
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    running.changed.wait(0.2 if remaining is None else min(remaining, 0.2))
+        return True
+
+    def advance_time(self, secs: float) -> None:
+        raise RuntimeError("SparkCluster runs in real time; advance_time needs LocalCluster")
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        for name in list(self._running):
+            self.kill_topology(name)
+        if self._owns_session and self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+    def __enter__(self) -> SparkCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def _all_idle(running: _Running, since: float) -> bool:
+    workers = running.launcher.num_workers
+    if len(running.reports) < workers:
+        return False
+    if any(running.report_times.get(w, 0) < since for w in range(workers)):
+        return False
+    reports = [running.reports[w] for w in range(workers)]
+    sent = sum(r["frames_sent"] for r in reports)
+    received = sum(r["frames_received"] for r in reports)
+    return all(r["idle"] for r in reports) and sent == received
+
+
+def _session(master: str | None) -> tuple[Any, bool]:
+    """The SparkSession to use and whether we created it (and so must stop it)."""
+    import os
+
+    from tupletree.spark import session as sessions
+
+    existing = sessions.active_session()
+    if existing is not None:
+        return existing, False
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit: its --master and --conf already apply.
+        sessions.use_this_python()
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.appName("tupletree").getOrCreate(), True
+    slots = _local_slots(master)
+    if slots is not False:
+        return sessions.build_local_session(slots), True
+    sessions.check_pyspark()
+    sessions.check_java()
+    sessions.use_this_python()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master)
+    for key, value in sessions.local_session_conf().items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate(), True
+
+
+def _local_slots(master: str | None) -> int | bool | None:
+    """For local masters, the slot count (None: all cores); False for a real cluster.
+
+    ``local[N]`` becomes ``local[N,4]``: without the retry count Spark would not re-run a
+    worker that died, and the topology would stop with it."""
+    if master is None or master in ("local", "local[*]"):
+        return None if master != "local" else 1
+    if master.startswith("local["):
+        inner = master[len("local[") : -1].split(",")[0]
+        return None if inner == "*" else int(inner)
+    return False
+
+
+def _ship_user_modules_by_value(topology: Topology) -> None:
+    """Let cloudpickle carry the classes of components defined outside installed
+    packages (scripts, tests, ``tupletree run`` files), which executors cannot import."""
+    from pyspark import cloudpickle
+
+    objs: list[Any] = [spec.obj for spec in topology.components.values()]
+    objs += [
+        sub.grouping.custom
+        for spec in topology.components.values()
+        for sub in spec.inputs
+        if sub.grouping.custom is not None
+    ]
+    for obj in objs:
+        for cls in type(obj).__mro__:
+            module = sys.modules.get(cls.__module__)
+            if module is None or cls.__module__ in ("builtins", "__main__"):
+                continue
+            if cls.__module__.split(".")[0] == "tupletree":
+                continue
+            file = getattr(module, "__file__", None)
+            if file is None or "site-packages" in Path(file).parts:
+                continue
+            if Path(file).is_relative_to(Path(sys.base_prefix)):
+                continue  # the standard library
+            cloudpickle.register_pickle_by_value(module)

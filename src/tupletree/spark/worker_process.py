@@ -1,0 +1,170 @@
+"""The body of a topology worker running inside a Spark task.
+
+``TopologyWorkerMain`` is the picklable ``worker_main`` handed to the WorkerLauncher.
+In the Spark task it: binds its data socket, registers with the driver, builds the same
+``Worker`` LocalCluster uses for its share of the tasks (remote tasks reached through
+the Transport), and runs the scheduler loop until the driver says stop:
+
+    control messages -> timers -> receive frames -> one round -> flush frames ->
+    report metrics every REPORT_SECS -> wait on the data socket when idle.
+
+On ``stop`` the spouts are deactivated and the worker drains what it holds (bounded by
+DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needlessly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import zmq
+
+from tupletree.runtime.clock import RealClock
+from tupletree.runtime.worker import Worker, pickled_components
+
+REPORT_SECS = 0.5
+DRAIN_SECS = 2.0
+IDLE_WAIT_MS = 1
+RECEIVE_FRAMES_PER_ROUND = 64
+
+log = logging.getLogger("tupletree")
+
+
+class TopologyWorkerMain:
+    """``worker_main(index, attempt, control_address)`` for one topology."""
+
+    def __init__(
+        self,
+        name: str,
+        topology_blob: bytes,
+        conf: dict[str, Any],
+        placement: dict[int, int],
+        active: bool,
+    ) -> None:
+        self.name = name
+        self.topology_blob = topology_blob
+        self.conf = conf
+        self.placement = placement
+        self.active = active
+
+    def __call__(self, index: int, attempt: int, control_address: str) -> None:
+        from pyspark import cloudpickle
+
+        from tupletree.spark.transport import Transport
+        from tupletree.spark.worker_side import ControlClient, advertise_host
+
+        topology = cloudpickle.loads(self.topology_blob)
+        placement = self.placement
+        context = zmq.Context.instance()
+        with ControlClient(control_address, index, attempt) as control:
+            worker_ref: list[Worker] = []
+
+            def unserializable(item: Any, exc: BaseException) -> None:
+                worker_ref[0].fail_unserializable(item, exc)
+
+            transport = Transport(context, advertise_host(control_address), unserializable)
+            try:
+                control.register(transport.address, info={"tasks": _local(placement, index)})
+                worker = Worker(
+                    self.name,
+                    topology,
+                    self.conf,
+                    RealClock().now,
+                    local_tasks=_local(placement, index),
+                    remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
+                    components=pickled_components(topology, cloudpickle.dumps),
+                )
+                worker_ref.append(worker)
+                worker.external_backpressure = transport.blocked
+                for peer, address in control.wait_for_peers().items():
+                    if peer != index:
+                        transport.set_peer(peer, address)
+                worker.start(active=self.active)
+                control.send({"type": "ready", "pid": _pid()})
+                _loop(worker, transport, control, index)
+            finally:
+                transport.close()
+
+
+def _local(placement: dict[int, int], index: int) -> list[int]:
+    return sorted(t for t, w in placement.items() if w == index)
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
+    clock_now = worker.now
+    poller = zmq.Poller()
+    poller.register(transport.socket, zmq.POLLIN)
+    last_report = 0.0
+    errors_sent = 0
+    idle_rounds = 0
+    draining_since: float | None = None
+    while True:
+        msg = control.recv(0)
+        while msg is not None:
+            kind = msg.get("type")
+            if kind == "activate":
+                worker.activate()
+            elif kind == "deactivate":
+                worker.deactivate()
+            elif kind == "peers":
+                for peer, address in msg["peers"].items():
+                    if peer != index:
+                        transport.set_peer(peer, address)
+            elif kind == "stop" and draining_since is None:
+                worker.deactivate()
+                draining_since = clock_now()
+            msg = control.recv(0)
+        if control.stop_requested.is_set() and draining_since is None:
+            worker.deactivate()
+            draining_since = clock_now()
+        now = clock_now()
+        due = worker.next_timer_due()
+        if due is not None and now >= due:
+            worker.fire_timers(now)
+        received = 0
+        if not worker.over_limit():
+            received = transport.receive(worker.inboxes, RECEIVE_FRAMES_PER_ROUND)
+        progressed = worker.run_round()
+        transport.flush()
+        if progressed or received:
+            idle_rounds = 0
+        else:
+            idle_rounds += 1
+        if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
+            new_errors = worker.errors_since(errors_sent)
+            errors_sent = worker.error_count
+            control.send(
+                {
+                    "type": "metrics",
+                    "snapshot": worker.metrics_snapshot(),
+                    "errors": new_errors,
+                    "idle": idle_rounds > 0 and not transport.blocked(),
+                    "frames_sent": transport.frames_sent,
+                    "frames_received": transport.frames_received,
+                }
+            )
+            last_report = now
+        if draining_since is not None and (
+            (idle_rounds > 2 and not transport.blocked()) or now - draining_since > DRAIN_SECS
+        ):
+            break
+        if not progressed and not received:
+            poller.poll(IDLE_WAIT_MS)
+    worker.shutdown()
+    control.send(
+        {
+            "type": "metrics",
+            "snapshot": worker.metrics_snapshot(),
+            "errors": worker.errors_since(errors_sent),
+            "idle": True,
+            "frames_sent": transport.frames_sent,
+            "frames_received": transport.frames_received,
+            "final": True,
+        }
+    )
