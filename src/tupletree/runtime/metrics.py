@@ -93,8 +93,12 @@ def aggregate(
     """Per-component totals, with a ``tasks`` breakdown, from per-task snapshots.
 
     Snapshots may come from several workers; this is the one place that shapes them.
+    Every component appears, with zero counts until one of its tasks has reported.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {
+        comp: {name: 0 for name in COUNTERS} | {"tasks": {}}
+        for comp in sorted(set(task_components.values()))
+    }
     hists: dict[str, LatencyHistogram] = {}
     for task, snap in sorted(task_snapshots.items()):
         comp = task_components[task]

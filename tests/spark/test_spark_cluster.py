@@ -1,0 +1,368 @@
+"""SparkCluster on a real local Spark session (local[2,4]): the same semantics as
+LocalCluster, across worker processes, including a worker killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
+from tupletree.config import validate
+from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.runtime.worker import make_layout
+from tupletree.spark.cluster import SparkCluster
+from tupletree.spark.errors import NotEnoughSlotsError
+from tupletree.spark.launcher import pid_alive
+from tupletree.spark.scheduler import assign
+
+pytestmark = pytest.mark.spark
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+class NumberedSentences(Spout):
+    """``total`` deterministic sentences (None: endless), tracked, replayed on fail."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        tasks = context.this_component_tasks()
+        self.next_n = tasks.index(context.task_id)
+        self.step = len(tasks)
+        self.replay: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.replay:
+            n = self.replay.pop()
+        elif self.total is None or self.next_n < self.total:
+            n = self.next_n
+            self.next_n += self.step
+        else:
+            return
+        words = [WORDS[(n * 3 + i) % len(WORDS)] for i in range(1 + n % 5)]
+        self.collector.emit([" ".join(words)], msg_id=n)
+
+    def fail(self, msg_id: int) -> None:
+        self.replay.append(msg_id)
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        for word in tup[0].split():
+            collector.emit([word])
+
+
+class Counts:
+    def __init__(self, bolt: CountWords) -> None:
+        self.bolt = bolt
+
+    def __call__(self) -> dict[str, int]:
+        return dict(self.bolt.counts)
+
+
+class CountWords(BasicBolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.counts: Counter[str] = Counter()
+        context.register_metric("counts", Counts(self))
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        self.counts[tup[0]] += 1
+
+
+def word_count(total: int, parallelism: int = 2) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences(total), parallelism=parallelism)
+    b.set_bolt("split", Split(), parallelism=parallelism).shuffle_grouping("sentences")
+    b.set_bolt("count", CountWords(), parallelism=parallelism).fields_grouping("split", ["word"])
+    return b.create_topology()
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def all_counts(metrics: dict[str, Any]) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for per_task in metrics["count"]["custom"]["counts"].values():
+        total.update(per_task)
+    return total
+
+
+@pytest.fixture
+def cluster(spark: Any) -> Any:
+    with SparkCluster(spark) as c:
+        yield c
+
+
+CONF = {
+    Config.TOPOLOGY_WORKERS: 2,
+    Config.TOPOLOGY_ACKER_EXECUTORS: 2,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING: 200,
+}
+
+
+def test_word_count_same_counts_as_local_cluster(cluster: SparkCluster) -> None:
+    """2 workers on Spark count exactly what LocalCluster counts, every tree acked."""
+    total = 3000
+    with LocalCluster() as local:
+        local.submit_topology("wc", CONF, word_count(total))
+        wait_for(lambda: local.metrics("wc")["sentences"]["acked"] >= total, 30, "local")
+        expected = all_counts(local.metrics("wc"))
+    cluster.submit_topology("wc", CONF, word_count(total))
+    wait_for(lambda: cluster.metrics("wc")["sentences"]["acked"] >= total, 60, "spark acks")
+    assert cluster.wait_idle(30)
+    metrics = cluster.metrics("wc")
+    assert metrics["sentences"]["failed"] == 0
+    assert all_counts(metrics) == expected
+    assert cluster.errors("wc") == []
+    cluster.kill_topology("wc")
+
+
+class PairJoin(Bolt):
+    """Multi-anchors each output to two inputs that may come from different trees (and
+    so from ackers on different workers)."""
+
+    outputs = ["pair"]
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: Any = None
+
+    def execute(self, tup: Any) -> None:
+        if self.held is None:
+            self.held = tup
+            return
+        first, self.held = self.held, None
+        self.collector.emit([first[0] + "+" + tup[0]], anchors=[first, tup])
+        self.collector.ack(first)
+        self.collector.ack(tup)
+
+
+class AckAll(Bolt):
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.ack(tup)
+
+
+def test_cross_worker_acking_with_two_ackers(cluster: SparkCluster) -> None:
+    """Trees span both workers and both ackers (multi-anchored joins included); every one
+    completes, and each ack reaches the spout task that emitted it."""
+    total = 2000
+    b = TopologyBuilder()
+    b.set_spout("sentences", NumberedSentences(total), parallelism=2)
+    b.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
+    b.set_bolt("join", PairJoin(), parallelism=1).global_grouping("split")
+    b.set_bolt("sink", AckAll(), parallelism=2).shuffle_grouping("join")
+    topology = b.create_topology()
+    conf = {**CONF, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}
+    placement = assign(make_layout(topology, validate(conf)), 2)
+    assert set(placement.values()) == {0, 1}
+    layout = make_layout(topology, validate(conf))
+    assert {placement[t] for t in layout.component_to_tasks["__acker"]} == {0, 1}
+    # An odd number of words would leave one held in the join: emit pairs only.
+    cluster.submit_topology("acks", conf, topology)
+    wait_for(lambda: cluster.metrics("acks")["sentences"]["acked"] >= total - 1, 60, "acks")
+    m = cluster.metrics("acks")
+    assert m["__acker"]["acked"] >= total - 1
+    for task, per_task in m["sentences"]["tasks"].items():
+        assert per_task["acked"] > 0, f"spout task {task} heard no acks"
+    cluster.kill_topology("acks")
+
+
+class RecordingSink(BasicBolt):
+    """Records each processed message id in a SQLite table, slowly enough that a worker
+    can be killed mid-stream."""
+
+    outputs: list[str] = []
+
+    def __init__(self, path: str, delay: float) -> None:
+        self.path = path
+        self.delay = delay
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS processed (id INTEGER, pid INTEGER)")
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        time.sleep(self.delay)
+        self.conn.execute("INSERT INTO processed VALUES (?, ?)", (tup[0], os.getpid()))
+
+
+class PassOn(BasicBolt):
+    outputs = ["id", "body"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        collector.emit([tup[0], tup[1]])
+
+
+def test_killed_worker_loses_no_message(cluster: SparkCluster, tmp_path: Any) -> None:
+    """SIGKILL one worker mid-stream: Spark re-runs it, it re-registers, trees in flight
+    time out and are replayed from the durable queue, and every message is processed."""
+    path = str(tmp_path / "queue.db")
+    n = 1500
+    queue = SQLiteQueue(path)
+    queue.put(f"message {i}" for i in range(n))
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(path, batch=20), parallelism=2)
+    b.set_bolt("pass", PassOn(), parallelism=2).shuffle_grouping("queue")
+    b.set_bolt("sink", RecordingSink(path, delay=0.001), parallelism=2).shuffle_grouping("pass")
+    conf = {
+        **CONF,
+        Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 50,
+    }
+    cluster.submit_topology("durable", conf, b.create_topology())
+    wait_for(lambda: queue.counts()["done"] >= n // 4, 60, "a quarter of the messages")
+    victim = cluster.workers("durable")[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    wait_for(
+        lambda: cluster.workers("durable")[1].attempt > victim.attempt, 90, "the retried worker"
+    )
+    assert cluster.workers("durable")[1].pid != victim.pid
+    wait_for(lambda: queue.counts()["done"] == n, 120, "every message done")
+    processed = {
+        row[0] for row in sqlite3.connect(path).execute("SELECT DISTINCT id FROM processed")
+    }
+    assert processed == set(range(1, n + 1))
+    assert max(queue.deliveries().values()) >= 2, "nothing was replayed: the kill missed"
+    cluster.kill_topology("durable")
+    queue.close()
+
+
+class SometimesRaises(BasicBolt):
+    outputs: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[0].startswith("beta"):
+            raise ValueError(f"cannot handle {tup[0]!r}")
+
+
+class Once(Spout):
+    outputs = ["sentence"]
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        if self.n < self.total:
+            word = WORDS[self.n % len(WORDS)]
+            self.collector.emit([word], msg_id=self.n)
+            self.n += 1
+
+
+def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
+    """A bolt raising on some tuples fails those trees, reports the error to the driver,
+    and keeps processing: no worker is restarted."""
+    b = TopologyBuilder()
+    b.set_spout("words", Once(200))
+    b.set_bolt("raiser", SometimesRaises(), parallelism=2).shuffle_grouping("words")
+    cluster.submit_topology("raises", CONF, b.create_topology())
+    attempts = {i: w.attempt for i, w in cluster.workers("raises").items()}
+    wait_for(
+        lambda: (
+            cluster.metrics("raises")["words"]["acked"]
+            + cluster.metrics("raises")["words"]["failed"]
+            >= 200
+        ),
+        30,
+        "every tree settled",
+    )
+    m = cluster.metrics("raises")
+    assert m["words"]["failed"] == 20 and m["words"]["acked"] == 180
+    assert any("cannot handle 'beta'" in e for e in cluster.errors("raises"))
+    assert {i: w.attempt for i, w in cluster.workers("raises").items()} == attempts
+    cluster.kill_topology("raises")
+
+
+class EmitsUnpicklable(Spout):
+    outputs = ["value"]
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.sent = False
+
+    def next_tuple(self) -> None:
+        if not self.sent:
+            self.sent = True
+            self.collector.emit([threading.Lock()], msg_id="lock")
+
+
+def test_unserializable_value_is_reported_with_component_and_stream(
+    cluster: SparkCluster,
+) -> None:
+    """A value that cannot cross to another worker is reported naming the component and
+    stream, and its tree is failed at once (not left to time out)."""
+    b = TopologyBuilder()
+    b.set_spout("locks", EmitsUnpicklable())
+    b.set_bolt("far", AckAll(), parallelism=2).all_grouping("locks")
+    conf = {**CONF, Config.TOPOLOGY_ACKER_EXECUTORS: 1}
+    cluster.submit_topology("pickle", conf, b.create_topology())
+    wait_for(lambda: cluster.metrics("pickle")["locks"]["failed"] >= 1, 30, "the failure")
+    errors = cluster.errors("pickle")
+    assert any("'locks'" in e and "'default'" in e and "serialized" in e for e in errors)
+    cluster.kill_topology("pickle")
+
+
+def test_deactivate_and_activate(cluster: SparkCluster) -> None:
+    """Deactivate stops the spouts on every worker; activate resumes them."""
+    cluster.submit_topology("toggle", CONF, word_count(None), inactive=True)
+    time.sleep(1.0)
+    assert cluster.metrics("toggle").get("sentences", {}).get("emitted", 0) == 0
+    cluster.activate("toggle")
+    wait_for(lambda: cluster.metrics("toggle")["sentences"]["emitted"] > 100, 30, "emits")
+    cluster.deactivate("toggle")
+    time.sleep(1.0)
+    before = cluster.metrics("toggle")["sentences"]["emitted"]
+    time.sleep(1.5)
+    assert cluster.metrics("toggle")["sentences"]["emitted"] == before
+    cluster.activate("toggle")
+    wait_for(lambda: cluster.metrics("toggle")["sentences"]["emitted"] > before, 30, "resumed")
+    cluster.kill_topology("toggle")
+
+
+def test_kill_leaves_nothing_running(cluster: SparkCluster, spark: Any) -> None:
+    """After kill_topology the worker processes are gone and the Spark job has ended."""
+    cluster.submit_topology("doomed", CONF, word_count(None))
+    pids = [w.pid for w in cluster.workers("doomed").values()]
+    launcher = cluster._running["doomed"].launcher
+    cluster.kill_topology("doomed")
+    wait_for(lambda: not any(pid_alive(p) for p in pids), 20, "worker processes to exit")
+    assert not launcher.running
+    assert "doomed" not in cluster.topologies()
+    active = spark.sparkContext.statusTracker().getActiveJobsIds()
+    assert list(active) == []
+
+
+def test_too_few_slots_fails_fast_with_both_numbers(cluster: SparkCluster) -> None:
+    """Asking for more workers than Spark has slots raises at once, naming both."""
+    start = time.monotonic()
+    with pytest.raises(NotEnoughSlotsError) as info:
+        cluster.submit_topology("big", {Config.TOPOLOGY_WORKERS: 3}, word_count(10))
+    assert time.monotonic() - start < 10
+    assert "3" in str(info.value) and "2" in str(info.value)
+    assert "big" not in cluster.topologies()
