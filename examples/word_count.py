@@ -32,7 +32,7 @@ class SentenceSpout(Spout):
 
     outputs = ["sentence"]
 
-    def __init__(self, limit: int | None = 10_000, seed: int = 42) -> None:
+    def __init__(self, limit: int | None = 100_000, seed: int = 42) -> None:
         self.limit = limit
         self.seed = seed
 
@@ -121,8 +121,8 @@ CONF = {
 
 
 def topology() -> Any:
-    """What ``tupletree run`` submits."""
-    return build()
+    """What ``tupletree run`` submits: 100,000 sentences."""
+    return build(100_000)
 
 
 class _TopWordsMetric:

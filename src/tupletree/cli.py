@@ -48,13 +48,21 @@ def _totals(metrics: dict[str, dict[str, Any]], spouts: list[str]) -> dict[str, 
     return out
 
 
-def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) -> tuple[dict, float]:
+def watch(
+    cluster: Any, name: str, spouts: list[str], duration: float | None
+) -> tuple[dict, float | None]:
     """Print a progress line until the topology is quiet or ``duration`` passed.
-    Returns the last metrics and the seconds until the last emit (the active time)."""
+
+    Returns the last metrics and the ack rate over the observed window (None if the
+    run finished before two observations): work starts before submit returns, so the
+    time since submit would overstate the rate.
+    """
     interactive = sys.stdout.isatty()
     start = last_print = last_change = time.monotonic()
     last_emitted = -1
     last_acked = 0
+    first: tuple[float, float] | None = None  # (time, acked) when first seen working
+    end: tuple[float, float] | None = None
     while True:
         time.sleep(0.2)
         now = time.monotonic()
@@ -62,6 +70,9 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
         t = _totals(metrics, spouts)
         if t["emitted"] != last_emitted:
             last_emitted, last_change = t["emitted"], now
+            end = (now, t["acked"])
+            if first is None and t["emitted"]:
+                first = (now, t["acked"])
         if interactive or now - last_print >= 2.0:
             rate = (t["acked"] - last_acked) / max(now - last_print, 1e-9)
             line = (
@@ -69,26 +80,30 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
                 f"pending {t['pending']:>6,}  {rate:>9,.0f} trees/s"
             )
             print(
-                ("\r" + line) if interactive else line, end="" if interactive else "\n", flush=True
+                ("\r" + line) if interactive else line,
+                end="" if interactive else "\n",
+                flush=True,
             )
             last_print, last_acked = now, t["acked"]
         if duration is not None and now - start >= duration:
+            end = (now, t["acked"])
             break
         if duration is None and t["pending"] == 0 and now - last_change >= QUIET_SECS:
             break
     if interactive:
         print()
-    return metrics, (now if duration is not None else last_change) - start
+    rate = None
+    if first is not None and end is not None and end[0] > first[0]:
+        rate = (end[1] - first[1]) / (end[0] - first[0])
+    return metrics, rate
 
 
-def summary(metrics: dict[str, dict[str, Any]], spouts: list[str], elapsed: float) -> str:
+def summary(metrics: dict[str, dict[str, Any]], spouts: list[str], rate: float | None) -> str:
     t = _totals(metrics, spouts)
+    speed = f", {rate:,.0f} trees/s" if rate is not None else ""
+    lines = [f"done: {t['acked']:,} trees acked, {t['failed']:,} failed{speed}"]
     lat = [metrics[s].get("complete_latency_p50_ms") for s in spouts]
     p99 = [metrics[s].get("complete_latency_p99_ms") for s in spouts]
-    lines = [
-        f"done in {elapsed:.1f} s: {t['acked']:,} trees acked, {t['failed']:,} failed, "
-        f"{t['acked'] / max(elapsed, 1e-9):,.0f} trees/s",
-    ]
     if any(v is not None for v in lat):
         lines.append(
             f"complete latency p50 {max(v or 0 for v in lat):.2f} ms, "
@@ -124,9 +139,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         where = f"Spark ({cluster.master}), {conf.get(Config.TOPOLOGY_WORKERS, 1)} worker(s)"
     with cluster:
         print(f"tupletree: running {name} on {where}", flush=True)
+        started = time.monotonic()
         cluster.submit_topology(name, conf, topology)
-        metrics, elapsed = watch(cluster, name, spouts, args.duration)
-        print(summary(metrics, spouts, elapsed))
+        print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
+        metrics, rate = watch(cluster, name, spouts, args.duration)
+        print(summary(metrics, spouts, rate))
         report = getattr(module, "report", None)
         if callable(report):
             print(report(metrics))
