@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="also run the bare loop")
     parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
     parser.add_argument("--only", choices=["wordcount", "acker", "latency"], default=None)
+    parser.add_argument(
+        "--spark", action="store_true", help="also run word count on SparkCluster (1, 2 workers)"
+    )
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
     total = 300_000 // scale
@@ -158,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             f"latency at 80% of peak ({rate:,.0f}/s): p50 {loaded['p50_ms']:.2f} ms  "
             f"p99 {loaded['p99_ms']:.2f} ms  (achieved {loaded['sentences_per_s']:,.0f}/s)"
         )
+    if args.spark:
+        from bench import spark
+
+        spark.main(200_000 // scale, peak, fmt)
     return 0
 
 

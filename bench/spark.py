@@ -1,0 +1,81 @@
+"""Spark benchmark: tracked word count on SparkCluster with 1 and 2 workers on local[2],
+next to LocalCluster in the same run, and p99 complete latency at 80% of peak.
+
+    python bench/run.py --spark
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench import wordcount
+from tupletree import Config, TopologyBuilder
+
+TUPLES_PER_SENTENCE = 11
+
+
+def topology(total_per_spout: int, workers: int, rate: float | None = None) -> Any:
+    b = TopologyBuilder()
+    per_task_rate = None if rate is None else rate / workers
+    b.set_spout(
+        "sentences", wordcount.SentenceSpout(total_per_spout, per_task_rate), parallelism=workers
+    )
+    b.set_bolt("split", wordcount.Split(), parallelism=workers).shuffle_grouping("sentences")
+    b.set_bolt("count", wordcount.Count(), parallelism=workers).fields_grouping("split", ["word"])
+    return b.create_topology()
+
+
+def run(cluster: Any, workers: int, total: int, rate: float | None = None) -> dict:
+    """Submit, time the acks from the first to the last (driver-side, 0.5 s reports)."""
+    conf = {
+        Config.TOPOLOGY_WORKERS: workers,
+        Config.TOPOLOGY_ACKER_EXECUTORS: workers,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000,
+    }
+    name = f"bench-{workers}"
+    cluster.submit_topology(name, conf, topology(total // workers, workers, rate), inactive=True)
+    cluster.activate(name)
+    start = time.perf_counter()
+    while True:
+        m = cluster.metrics(name)["sentences"]
+        if m["acked"] + m["failed"] >= total:
+            break
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - start
+    m = cluster.metrics(name)
+    cluster.kill_topology(name)
+    s = m["sentences"]
+    return {
+        "sentences_per_s": total / elapsed,
+        "tuples_per_s": total * TUPLES_PER_SENTENCE / elapsed,
+        "p50_ms": s["complete_latency_p50_ms"],
+        "p99_ms": s["complete_latency_p99_ms"],
+        "failed": s["failed"],
+    }
+
+
+def main(total: int, local_peak: float | None, fmt: Any) -> None:
+    from tupletree.spark.cluster import SparkCluster
+    from tupletree.spark.session import build_local_session
+
+    spark = build_local_session(2, conf={"spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    with SparkCluster(spark) as cluster:
+        one = run(cluster, 1, total)
+        two = run(cluster, 2, total)
+        print(f"word count on SparkCluster, local[2], {total:,} sentences:")
+        if local_peak is not None:
+            print(f"  LocalCluster     {local_peak:>10,.0f} sentences/s (same run)")
+        print(f"  Spark 1 worker   {fmt(one)}")
+        print(f"  Spark 2 workers  {fmt(two)}")
+        print(f"  2 workers / 1 worker = {two['sentences_per_s'] / one['sentences_per_s']:.2f}x")
+        peak = max(one["sentences_per_s"], two["sentences_per_s"])
+        workers = 2 if two["sentences_per_s"] >= one["sentences_per_s"] else 1
+        rate = 0.8 * peak
+        loaded = run(cluster, workers, int(rate * 5), rate=rate)
+        print(
+            f"  at 80% of peak ({rate:,.0f}/s, {workers} worker(s)): "
+            f"p50 {loaded['p50_ms']:.2f} ms  p99 {loaded['p99_ms']:.2f} ms"
+        )
+    spark.stop()

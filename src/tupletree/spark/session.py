@@ -1,0 +1,223 @@
+"""Getting a SparkSession that can run tupletree workers.
+
+Two things go wrong often enough to check before Spark starts, because Spark's own
+failures for them are unhelpful:
+
+- Java. Spark 4 needs Java 17 or newer; without it the JVM gateway dies and py4j reports
+  only that the gateway exited. ``check_java`` runs first and says what is missing.
+- The executors' Python. PySpark starts executors with ``PYSPARK_PYTHON`` (or
+  ``spark.pyspark.python``) and falls back to plain ``python3``, which usually lacks
+  pyzmq and tupletree. We point both at the running interpreter unless the user chose.
+
+Nothing here imports pyspark at module level, so importing tupletree never needs Java.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tupletree.spark.errors import SparkUnavailableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MIN_JAVA_MAJOR = 17
+"""Spark 4 is built for Java 17; older JVMs fail with UnsupportedClassVersionError."""
+
+DEFAULT_MAX_FAILURES = 4
+"""Task attempts Spark allows in local mode (``local[N,F]``): a worker may die F-1 times."""
+
+_JAVA_INSTALL_HINT = (
+    "Install a Java 17+ runtime (e.g. `apt-get install openjdk-17-jre-headless`) "
+    "and put it on PATH or point JAVA_HOME at it."
+)
+
+
+@dataclass(frozen=True)
+class JavaInfo:
+    """The java executable Spark will use, and its major version."""
+
+    path: str
+    major: int
+    version: str
+
+
+def find_java() -> str | None:
+    """Return the java executable that spark-submit would run, or None.
+
+    Spark's launcher scripts use ``$JAVA_HOME/bin/java`` when JAVA_HOME is set and
+    ``java`` on PATH otherwise; we look in the same order so we check the same binary.
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = os.path.join(java_home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def parse_java_major(version_output: str) -> tuple[int, str]:
+    """Parse ``java -version`` output into (major, version string).
+
+    Handles both the old ``1.8.0_351`` scheme (major 8) and the new ``17.0.15`` /
+    ``21`` scheme. Raises ValueError when no version is found.
+    """
+    match = re.search(r'version "([^"]+)"', version_output)
+    if not match:
+        raise ValueError(f"no version in java -version output: {version_output!r}")
+    version = match.group(1)
+    parts = re.split(r"[._+-]", version)
+    major = int(parts[1]) if parts[0] == "1" and len(parts) > 1 else int(parts[0])
+    return major, version
+
+
+def check_java(min_major: int = MIN_JAVA_MAJOR) -> JavaInfo:
+    """Make sure a Java >= ``min_major`` is there, or raise SparkUnavailableError saying
+    what is missing (instead of letting py4j fail with 'Java gateway process exited')."""
+    java = find_java()
+    if java is None:
+        where = (
+            f"JAVA_HOME={os.environ['JAVA_HOME']!r} has no bin/java"
+            if os.environ.get("JAVA_HOME")
+            else "no `java` on PATH and JAVA_HOME is not set"
+        )
+        raise SparkUnavailableError(
+            f"Spark 4 needs Java {min_major} or newer, but {where}. {_JAVA_INSTALL_HINT}"
+        )
+    try:
+        proc = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+        major, version = parse_java_major(proc.stderr + proc.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        raise SparkUnavailableError(
+            f"Spark 4 needs Java {min_major} or newer, but `{java} -version` failed: {exc}. "
+            f"{_JAVA_INSTALL_HINT}"
+        ) from exc
+    if major < min_major:
+        raise SparkUnavailableError(
+            f"Spark 4 needs Java {min_major} or newer, but {java} is Java {version}. "
+            f"{_JAVA_INSTALL_HINT}"
+        )
+    return JavaInfo(path=java, major=major, version=version)
+
+
+def check_pyspark() -> str:
+    """Return pyspark's version, or raise SparkUnavailableError if it is not installed."""
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise SparkUnavailableError(
+            "SparkCluster needs pyspark 4.x (`pip install 'pyspark>=4,<5'`); "
+            f"it could not be imported: {exc}"
+        ) from exc
+    return pyspark.__version__
+
+
+def use_this_python() -> None:
+    """Point PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON at the running interpreter unless
+    the user set them, so executors run the Python that has tupletree and pyzmq."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def local_master(slots: int | None = None, max_failures: int = DEFAULT_MAX_FAILURES) -> str:
+    """The master URL for a local session: ``local[slots,max_failures]``.
+
+    Plain ``local[N]`` allows a task one attempt only, so a killed worker would fail the
+    whole job; the second number turns on Spark's task retry (our supervisor).
+    """
+    n = slots if slots is not None else (os.cpu_count() or 1)
+    if n < 1:
+        raise ValueError(f"slots must be >= 1, got {n}")
+    if max_failures < 1:
+        raise ValueError(f"max_failures must be >= 1, got {max_failures}")
+    return f"local[{n},{max_failures}]"
+
+
+def local_session_conf(slots: int | None = None) -> dict[str, str]:
+    """The Spark settings tupletree uses for a session it builds itself, and why:
+
+    - no web UI and no console progress bar: a stage of long-running worker tasks would
+      otherwise redraw a progress bar on stderr for the topology's whole life;
+    - few shuffle partitions: tupletree's own jobs never shuffle, and 200 is slow on a
+      small machine for anything else the user runs in the session;
+    - ``spark.python.worker.reuse=false``: a worker's Python process then exits when its
+      task ends, instead of idling in Spark's pool with whatever threads the topology left.
+    """
+    n = slots if slots is not None else (os.cpu_count() or 1)
+    return {
+        "spark.app.name": "tupletree",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(max(1, min(n, 8))),
+        "spark.python.worker.reuse": "false",
+        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
+    }
+
+
+def build_local_session(
+    slots: int | None = None,
+    *,
+    max_failures: int = DEFAULT_MAX_FAILURES,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Start a local SparkSession for tupletree with ``slots`` task slots (default: cores).
+
+    Checks pyspark and Java first. ``conf`` entries override the defaults of
+    ``local_session_conf``. If a SparkContext is already running in this process, Spark
+    hands that one back and ignores the master and settings given here (Spark allows one
+    context per process); use ``get_or_create_session`` to get it explicitly.
+    """
+    check_pyspark()
+    check_java()
+    use_this_python()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(local_master(slots, max_failures))
+    settings = local_session_conf(slots)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def active_session() -> SparkSession | None:
+    """The SparkSession already running in this process, if any (no JVM is started)."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is None:
+        return None
+    # A context may run without a session object (created via SparkContext directly);
+    # getOrCreate then wraps it and does not start anything new.
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+def get_or_create_session(
+    spark: SparkSession | None = None,
+    *,
+    slots: int | None = None,
+    max_failures: int = DEFAULT_MAX_FAILURES,
+    conf: Mapping[str, str] | None = None,
+) -> tuple[SparkSession, bool]:
+    """Return ``(session, created)``: the given or running session, else a new local one.
+
+    ``created`` tells the caller whether it owns the session and should stop it when it
+    is done (SparkCluster's ``__exit__``); a session the user passed in, or one that was
+    already running, is left alone.
+    """
+    if spark is not None:
+        return spark, False
+    existing = active_session()
+    if existing is not None:
+        return existing, False
+    return build_local_session(slots, max_failures=max_failures, conf=conf), True

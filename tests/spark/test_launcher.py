@@ -1,0 +1,192 @@
+"""WorkerLauncher on a real local Spark (local[2,4]): registration, broadcast, stop,
+too few slots, a killed worker re-run by Spark, a failing job, a start timeout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import workerfns
+
+from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
+from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def collect(launcher: WorkerLauncher, want, timeout: float = 15.0) -> list[WorkerMessage]:
+    """Read the inbox until ``want(messages)`` is true; fail with what came otherwise."""
+    got: list[WorkerMessage] = []
+    deadline = time.monotonic() + timeout
+    while not want(got):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            pytest.fail(f"timed out; got {[(m.worker, m.attempt, m.msg) for m in got]}")
+        m = launcher.recv(timeout=remaining)
+        if m is not None:
+            got.append(m)
+    return got
+
+
+def wait_gone(pids, timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = [p for p in pids if pid_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if pid_alive(p)]
+    return alive
+
+
+def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
+    launcher = WorkerLauncher(spark, workerfns.echo_worker, 2, name="echo", start_timeout=25)
+    workers = launcher.start()
+    try:
+        assert sorted(workers) == [0, 1]
+        pids = [w.pid for w in workers.values()]
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        assert all(pid_alive(p) for p in pids)
+        assert all(
+            w.attempt == 0 and w.address.startswith("tcp://127.0.0.1:") for w in workers.values()
+        )
+        assert workers[0].info == {"role": "echo"}
+        assert workers[0].task_attempt_id is not None
+
+        # Every worker ends up with the full peer table.
+        full = {i: w.address for i, w in workers.items()}
+        collect(
+            launcher,
+            lambda ms: (
+                {m.worker for m in ms if m.type == "saw_peers" and m.msg["peers"] == full} == {0, 1}
+            ),
+        )
+
+        launcher.broadcast({"type": "activate", "n": 1})
+        echoes = collect(launcher, lambda ms: {m.worker for m in ms if m.type == "echo"} == {0, 1})
+        assert all(m.msg["got"] == {"type": "activate", "n": 1} for m in echoes if m.type == "echo")
+
+        assert launcher.send(1, {"type": "deactivate"})
+        got = collect(launcher, lambda ms: any(m.type == "echo" for m in ms))
+        assert [(m.worker, m.msg["got"]) for m in got if m.type == "echo"] == [
+            (1, {"type": "deactivate"})
+        ]
+
+        # Heartbeats come on their own, twice a second.
+        collect(launcher, lambda ms: {m.worker for m in ms if m.type == "heartbeat"} == {0, 1})
+    finally:
+        t0 = time.monotonic()
+        leftovers = launcher.stop(timeout=10)
+        stop_secs = time.monotonic() - t0
+    assert leftovers == []
+    assert wait_gone(pids, 1.0) == []
+    assert not launcher.running and launcher.job_error is None
+    assert stop_secs < 10, stop_secs
+
+
+def test_more_workers_than_slots_fails_fast_with_both_numbers(spark):
+    launcher = WorkerLauncher(spark, workerfns.echo_worker, 3, name="topology 'wide'")
+    t0 = time.monotonic()
+    with pytest.raises(NotEnoughSlotsError) as info:
+        launcher.start()
+    assert time.monotonic() - t0 < 3
+    msg = str(info.value)
+    assert "needs 3 worker slots" in msg and "only 2" in msg and "local[2,4]" in msg, msg
+    assert (info.value.needed, info.value.available) == (3, 2)
+    assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+
+
+def test_slots_held_by_another_launcher_count_as_busy(spark):
+    first = WorkerLauncher(spark, workerfns.echo_worker, 1, name="first")
+    first.start()
+    try:
+        second = WorkerLauncher(spark, workerfns.echo_worker, 2, name="second")
+        with pytest.raises(NotEnoughSlotsError) as info:
+            second.start()
+        assert "needs 2 worker slots but Spark has only 1 free" in str(info.value)
+    finally:
+        assert first.stop() == []
+
+
+def test_killed_worker_is_rerun_by_spark_and_peers_are_told(spark):
+    launcher = WorkerLauncher(spark, workerfns.echo_worker, 2, name="kill", start_timeout=25)
+    workers = launcher.start()
+    try:
+        victim = workers[0]
+        # Let the initial peer broadcast arrive before the kill.
+        collect(launcher, lambda ms: {m.worker for m in ms if m.type == "saw_peers"} == {0, 1})
+
+        t0 = time.monotonic()
+        os.kill(victim.pid, signal.SIGKILL)
+        again = launcher.wait_for_registration(0, min_attempt=1, timeout=20)
+        rerun_secs = time.monotonic() - t0
+        print(f"SIGKILL -> re-registered in {rerun_secs:.2f} s")
+
+        assert again.attempt == victim.attempt + 1
+        assert again.pid != victim.pid and again.address != victim.address
+        assert not pid_alive(victim.pid)
+        assert launcher.workers[1] == workers[1] or launcher.workers[1].pid == workers[1].pid
+
+        def peer_told(ms):
+            return any(
+                m.worker == 1
+                and m.type == "saw_peers"
+                and m.msg["changed"] == [0]
+                and m.msg["peers"][0] == again.address
+                for m in ms
+            )
+
+        got = collect(launcher, peer_told)
+        events = [m for m in got if m.type == "worker_registered" and m.worker == 0]
+        assert events and events[-1].msg["restarted"] and events[-1].attempt == 1
+        assert events[-1].msg["previous_attempt"] == 0
+
+        # The new attempt is fully usable.
+        assert launcher.send(0, {"type": "ping-me"})
+        collect(
+            launcher,
+            lambda ms: any(m.type == "echo" and m.worker == 0 and m.attempt == 1 for m in ms),
+        )
+        pids = [again.pid, launcher.workers[1].pid]
+    finally:
+        leftovers = launcher.stop(timeout=10)
+    assert leftovers == []
+    assert wait_gone(pids, 1.0) == []
+
+
+def test_restart_worker_through_spark_kill_task(spark):
+    launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="restart", start_timeout=25)
+    workers = launcher.start()
+    try:
+        t0 = time.monotonic()
+        assert launcher.restart_worker(0, "test restart")
+        again = launcher.wait_for_registration(0, min_attempt=1, timeout=20)
+        print(f"killTaskAttempt -> re-registered in {time.monotonic() - t0:.2f} s")
+        assert again.pid != workers[0].pid
+    finally:
+        assert launcher.stop(timeout=10) == []
+
+
+def test_job_failure_is_raised_with_the_workers_error(spark):
+    launcher = WorkerLauncher(spark, workerfns.failing_worker, 1, name="failing", start_timeout=25)
+    t0 = time.monotonic()
+    with pytest.raises(SparkJobFailed) as info:
+        launcher.start()
+    print(f"failing job detected in {time.monotonic() - t0:.2f} s")
+    assert "boom from worker 0" in str(info.value)
+    assert "RuntimeError" in info.value.worker_errors[0]
+    assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+
+
+def test_start_timeout_names_missing_workers_and_cleans_up(spark):
+    launcher = WorkerLauncher(spark, workerfns.silent_worker, 2, name="silent", start_timeout=3)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerStartTimeout) as info:
+        launcher.start()
+    assert time.monotonic() - t0 < 15
+    assert info.value.missing == [0, 1]
+    assert "workers [0, 1] did not register within 3" in str(info.value)
+    deadline = time.monotonic() + 10
+    while spark.sparkContext.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not spark.sparkContext.statusTracker().getActiveJobsIds()

@@ -1,0 +1,254 @@
+"""The parts of the Spark layer that need neither Java nor a SparkSession."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+
+import pytest
+import zmq
+
+from tupletree.spark import protocol
+from tupletree.spark.errors import SparkUnavailableError
+from tupletree.spark.session import (
+    check_java,
+    get_or_create_session,
+    local_master,
+    local_session_conf,
+    parse_java_major,
+)
+from tupletree.spark.slots import SlotInfo, describe_shortage, is_local_master, slots_from_master
+from tupletree.spark.worker_side import (
+    ControlClient,
+    advertise_host,
+    make_control_address,
+    parse_control_address,
+    send_once,
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "major"),
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('openjdk version "21" 2023-09-19', 21),
+        ('java version "1.8.0_351"', 8),
+        ('openjdk version "11.0.2-ea"', 11),
+    ],
+)
+def test_parse_java_major(output, major):
+    assert parse_java_major(output)[0] == major
+
+
+def _fake_java(tmp_path, version: str) -> str:
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text(f"#!/bin/sh\necho 'openjdk version \"{version}\"' >&2\n")
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+    return str(home)
+
+
+def test_check_java_rejects_old_java_and_says_what_is_needed(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", _fake_java(tmp_path, "1.8.0_351"))
+    with pytest.raises(SparkUnavailableError, match=r"needs Java 17 or newer.*Java 1\.8\.0_351"):
+        check_java()
+
+
+def test_check_java_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(SparkUnavailableError, match="has no bin/java"):
+        check_java()
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SparkUnavailableError, match="no `java` on PATH"):
+        check_java()
+
+
+def test_check_java_accepts_17(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", _fake_java(tmp_path, "17.0.1"))
+    assert check_java().major == 17
+
+
+def test_local_master_and_conf():
+    assert local_master(3) == "local[3,4]"
+    assert local_master(2, max_failures=10) == "local[2,10]"
+    assert local_master() == f"local[{os.cpu_count()},4]"
+    with pytest.raises(ValueError):
+        local_master(0)
+    conf = local_session_conf(2)
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.python.worker.reuse"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+
+
+def test_given_session_is_returned_untouched():
+    sentinel = object()
+    assert get_or_create_session(sentinel) == (sentinel, False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("master", "slots"),
+    [
+        ("local", 1),
+        ("local[2]", 2),
+        ("local[2,4]", 2),
+        ("local[*]", os.cpu_count()),
+        ("local[*, 3]", os.cpu_count()),
+        ("local-cluster[2,3,1024]", 6),
+        ("spark://host:7077", None),
+        ("yarn", None),
+    ],
+)
+def test_slots_from_master(master, slots):
+    assert slots_from_master(master) == slots
+    assert is_local_master(master) == (slots is not None)
+
+
+def test_shortage_message_has_both_numbers():
+    msg = describe_shortage("topology", 3, SlotInfo(total=2, busy=0, master="local[2]", source=""))
+    assert msg.startswith("topology needs 3 worker slots but Spark has only 2 (local[2]")
+    busy = describe_shortage(
+        "topology", 2, SlotInfo(total=2, busy=1, master="local[2,4]", source="")
+    )
+    assert "needs 2 worker slots but Spark has only 1 free (2 in all, 1 busy" in busy
+
+
+def test_protocol_round_trip_and_forgery():
+    key = protocol.new_secret()
+    frames = protocol.encode(key, {"type": "x", "n": 1})
+    assert protocol.decode(key, frames) == {"type": "x", "n": 1}
+    with pytest.raises(protocol.BadFrame, match="bad signature"):
+        protocol.decode(protocol.new_secret(), frames)
+    with pytest.raises(protocol.BadFrame):
+        protocol.decode(key, frames[:1])
+
+
+def test_control_address_round_trip():
+    key = protocol.new_secret()
+    address = make_control_address("tcp://127.0.0.1:5555", key)
+    assert parse_control_address(address) == ("tcp://127.0.0.1:5555", key)
+    assert advertise_host(address) == "127.0.0.1"
+    with pytest.raises(ValueError, match="not a tupletree control address"):
+        parse_control_address("tcp://127.0.0.1:5555")
+
+
+class FakeDriver:
+    """A bare ROUTER speaking the protocol, to test ControlClient without Spark."""
+
+    def __init__(self) -> None:
+        self.key = protocol.new_secret()
+        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.address = make_control_address(f"tcp://127.0.0.1:{port}", self.key)
+
+    def recv(self, timeout: float = 5.0):
+        assert self.sock.poll(int(timeout * 1000)), "nothing from the worker"
+        route, *frames = self.sock.recv_multipart()
+        return route, protocol.decode(self.key, frames)
+
+    def recv_type(self, kind: str, timeout: float = 5.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            route, (index, attempt, msg) = self.recv(deadline - time.monotonic())
+            if msg["type"] == kind:
+                return route, index, attempt, msg
+
+    def send(self, route: bytes, msg) -> None:
+        self.sock.send_multipart([route, *protocol.encode(self.key, msg)])
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def driver():
+    d = FakeDriver()
+    yield d
+    d.close()
+
+
+def test_control_client_register_peers_commands_and_stop(driver):
+    client = ControlClient(driver.address, 1, 2, heartbeat_interval=0.05, driver_timeout=None)
+    try:
+        result = {}
+        t = threading.Thread(target=lambda: result.setdefault("w", client.register("tcp://x:1")))
+        t.start()
+        route, index, attempt, reg = driver.recv_type("register")
+        assert (index, attempt, reg["address"], reg["pid"]) == (1, 2, "tcp://x:1", os.getpid())
+        driver.send(
+            route,
+            {
+                "type": "welcome",
+                "num_workers": 2,
+                "peers": {1: "tcp://x:1"},
+                "assignment": ["exec-a"],
+            },
+        )
+        t.join(5)
+        assert result["w"].assignment == ["exec-a"] and result["w"].num_workers == 2
+        assert client.recv(1)["type"] == "welcome"
+
+        driver.send(route, {"type": "ping"})  # never reaches the worker's code
+        driver.send(
+            route, {"type": "peers", "peers": {0: "tcp://y:2", 1: "tcp://x:1"}, "changed": [0]}
+        )
+        assert client.wait_for_peers(2) == {0: "tcp://y:2", 1: "tcp://x:1"}
+        assert client.recv(1)["changed"] == [0]
+
+        driver.recv_type("heartbeat")  # sent on its own once registered
+        client.send({"type": "metrics", "emitted": 5})
+        assert driver.recv_type("metrics")[3]["emitted"] == 5
+        client.report_error(ValueError("bad tuple"))
+        err = driver.recv_type("error")[3]
+        assert err["error"] == "ValueError: bad tuple" and not err["fatal"]
+
+        # A forged frame (wrong key) is dropped; the next real one gets through.
+        driver.sock.send_multipart([route, *protocol.encode(b"k" * 32, {"type": "evil"})])
+        driver.send(route, {"type": "stop", "reason": "done"})
+        assert client.recv(2) == {"type": "stop", "reason": "done"}
+        assert client.stop_requested.is_set()
+    finally:
+        client.close()
+
+
+def test_control_client_turns_a_silent_driver_into_stop(driver):
+    client = ControlClient(driver.address, 0, 0, heartbeat_interval=0.05, driver_timeout=0.3)
+    try:
+        t = threading.Thread(target=client.register, args=("tcp://x:1",))
+        t.start()
+        route, *_ = driver.recv_type("register")
+        driver.send(route, {"type": "welcome", "num_workers": 1, "peers": {0: "tcp://x:1"}})
+        t.join(5)
+        assert client.recv(1)["type"] == "welcome"
+        msg = client.recv(3)
+        assert msg is not None and msg["type"] == "stop" and "driver silent" in msg["reason"]
+    finally:
+        client.close()
+
+
+def test_register_times_out_clearly_without_a_driver(driver):
+    with (
+        ControlClient(driver.address, 0, 0) as client,
+        pytest.raises(TimeoutError, match="got no answer from the driver"),
+    ):
+        client.register("tcp://x:1", timeout=0.2)
+
+
+def test_send_once_waits_for_the_ack(driver):
+    result = {}
+    t = threading.Thread(
+        target=lambda: result.setdefault(
+            "acked", send_once(driver.address, 0, 0, {"type": "exiting"}, timeout=5)
+        )
+    )
+    t.start()
+    route, (_, _, msg) = driver.recv()
+    assert msg == {"type": "exiting", "want_ack": True}
+    driver.send(route, {"type": "ack"})
+    t.join(5)
+    assert result["acked"] is True
+    assert send_once(driver.address, 0, 0, {"type": "exiting"}, timeout=0.1) is False

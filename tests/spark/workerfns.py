@@ -1,0 +1,50 @@
+"""Worker bodies the Spark tests run inside Spark tasks (pickled by value)."""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from tupletree.spark.worker_side import ControlClient, advertise_host
+
+
+def echo_worker(index: int, attempt: int, control_address: str) -> None:
+    """Register a real data socket, then echo every command back until told to stop,
+    and report every peer-table change it sees."""
+    ctx = zmq.Context.instance()
+    data = ctx.socket(zmq.PULL)
+    host = advertise_host(control_address)
+    port = data.bind_to_random_port(f"tcp://{host}")
+    try:
+        with ControlClient(control_address, index, attempt, heartbeat_interval=0.5) as control:
+            control.register(f"tcp://{host}:{port}", info={"role": "echo"})
+            while True:
+                msg = control.recv(timeout=1.0)
+                if msg is None:
+                    continue
+                kind = msg["type"]
+                if kind == "stop":
+                    return
+                if kind in ("welcome", "peers"):
+                    control.send(
+                        {
+                            "type": "saw_peers",
+                            "peers": dict(msg["peers"]),
+                            "changed": msg.get("changed"),
+                        }
+                    )
+                else:
+                    control.send({"type": "echo", "got": msg})
+    finally:
+        data.close(linger=0)
+
+
+def failing_worker(index: int, attempt: int, control_address: str) -> None:
+    """Dies at once on every attempt, so Spark gives up on the task."""
+    raise RuntimeError(f"boom from worker {index} attempt {attempt}")
+
+
+def silent_worker(index: int, attempt: int, control_address: str) -> None:
+    """Never registers (a worker stuck before it could say hello)."""
+    time.sleep(120)
