@@ -1,0 +1,95 @@
+"""The data plane's frame encoding and backpressure, without Spark (two sockets, one
+process)."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+import zmq
+
+from tupletree.spark.transport import Transport
+from tupletree.topology.fields import Fields
+from tupletree.topology.tuple import Tuple, TupleSource
+
+
+def make_pair() -> tuple[Transport, Transport, list[Any]]:
+    ctx = zmq.Context.instance()
+    bad: list[Any] = []
+    a = Transport(ctx, "127.0.0.1", lambda item, exc: bad.append((item, exc)))
+    b = Transport(ctx, "127.0.0.1", lambda item, exc: bad.append((item, exc)))
+    a.set_peer(1, b.address)
+    return a, b, bad
+
+
+def receive_all(b: Transport, inboxes: dict[int, deque], expected: int) -> None:
+    poller = zmq.Poller()
+    poller.register(b.socket, zmq.POLLIN)
+    moved = 0
+    for _ in range(200):
+        moved += b.receive(inboxes, 100)
+        if moved >= expected:
+            return
+        poller.poll(20)
+    raise AssertionError(f"received {moved} of {expected}")
+
+
+def test_tuples_and_acker_messages_cross_intact() -> None:
+    """Values, source, stream, roots and plain acker messages arrive as sent."""
+    a, b, bad = make_pair()
+    src = TupleSource("split", "words", 7, Fields(["word", "n"]))
+    inbox = a.remote_inbox(3, worker=1)
+    acker = a.remote_inbox(9, worker=1)
+    inbox.append(Tuple(["hello", 1], src, {11: 22, 33: 44}))
+    inbox.append(Tuple(["world", 2], src))
+    acker.append((1, 11, 5, 0))
+    for _ in range(50):
+        a.flush()
+        if not a.blocked():
+            break
+        threading.Event().wait(0.02)
+    inboxes = {3: deque(), 9: deque()}
+    receive_all(b, inboxes, 3)
+    first, second = inboxes[3]
+    assert first.values == ["hello", 1] and first._roots == {11: 22, 33: 44}
+    assert first.source_component == "split" and first.source_stream == "words"
+    assert first.source_task == 7 and first.get("n") == 1 and first._ack_val == 0
+    assert second._roots is None and second._src is first._src
+    assert list(inboxes[9]) == [(1, 11, 5, 0)]
+    assert bad == []
+    a.close()
+    b.close()
+
+
+def test_unpicklable_value_is_reported_and_the_rest_sent() -> None:
+    """One unpicklable tuple is handed to on_unserializable; its frame-mates still go."""
+    a, b, bad = make_pair()
+    src = TupleSource("spout", "default", 1, Fields(["v"]))
+    inbox = a.remote_inbox(3, worker=1)
+    lock_tuple = Tuple([threading.Lock()], src, {1: 2})
+    inbox.append(lock_tuple)
+    inbox.append(Tuple(["fine"], src))
+    for _ in range(50):
+        a.flush()
+        if not a.blocked():
+            break
+        threading.Event().wait(0.02)
+    inboxes = {3: deque()}
+    receive_all(b, inboxes, 1)
+    assert [t.values for t in inboxes[3]] == [["fine"]]
+    assert len(bad) == 1 and bad[0][0] is lock_tuple
+    a.close()
+    b.close()
+
+
+def test_unreachable_peer_blocks_instead_of_growing() -> None:
+    """With no peer listening, frames stay queued and blocked() reports backpressure."""
+    ctx = zmq.Context.instance()
+    a = Transport(ctx, "127.0.0.1", lambda item, exc: None)
+    a.set_peer(1, "tcp://127.0.0.1:1")  # nothing listens there
+    a.remote_inbox(3, worker=1).append((1, 2, 3, 0))
+    a.flush()
+    assert a.blocked()
+    assert a.frames_sent == 0
+    a.close()
