@@ -12,7 +12,10 @@ child's entry, so they cancel correctly. A spout emit makes a new root and one e
 per target task; the init message carries the XOR of those edges.
 
 These functions work on any object with ``_roots`` and ``_ack_val`` (the runtime's
-Tuple), so the property tests drive exactly the code the runtime runs.
+Tuple). They are the reference the property tests drive; the runtime calls
+``anchor_child`` for multi-anchored emits and inlines the same arithmetic on its hot
+paths (one anchor, spout emits, BasicBolt auto-acks, OutputCollector.ack), which the
+scenario tests exercise end to end.
 """
 
 from __future__ import annotations
@@ -56,8 +59,3 @@ def spout_edges(n_targets: int, next_id: Callable[[], int]) -> tuple[list[int], 
     for edge in edges:
         init ^= edge
     return edges, init
-
-
-def combine(acc: dict[int, int], root: int, value: int) -> None:
-    """XOR-combine an ack into a per-turn accumulator (exact: XOR is associative)."""
-    acc[root] = acc.get(root, 0) ^ value

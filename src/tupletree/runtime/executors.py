@@ -9,7 +9,6 @@ timer callbacks.
 
 from __future__ import annotations
 
-import logging
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -34,8 +33,6 @@ from tupletree.runtime.collectors import (
     SpoutOutputCollector,
 )
 from tupletree.runtime.metrics import LatencyHistogram, TaskMetrics
-
-log = logging.getLogger("tupletree")
 
 
 class Executor:

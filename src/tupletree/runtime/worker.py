@@ -322,9 +322,6 @@ class Worker:
         limit = self.buffer_limit
         return any(len(ex.inbox) > limit for ex in self.bolts)
 
-    def has_work(self) -> bool:
-        return any(ex.inbox for ex in self.executors.values())
-
     def run_until_idle(self, max_rounds: int = 1_000_000) -> bool:
         """Run rounds until one makes no progress. False if ``max_rounds`` ran out first
         (a spout that never runs dry keeps a worker busy forever)."""

@@ -14,7 +14,6 @@ DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needl
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import zmq
@@ -26,8 +25,6 @@ REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
 RECEIVE_FRAMES_PER_ROUND = 64
-
-log = logging.getLogger("tupletree")
 
 
 class TopologyWorkerMain:
