@@ -19,7 +19,7 @@ from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.metrics import aggregate
 from tupletree.runtime.worker import Worker, pickled_components
-from tupletree.topology.builder import Topology
+from tupletree.topology.builder import Topology, require_topology
 
 log = logging.getLogger("tupletree")
 
@@ -116,11 +116,7 @@ class LocalCluster:
     ) -> None:
         """Start ``topology`` under ``name``; ``inactive=True`` holds its spouts until
         ``activate``. Raises InvalidConfigError / InvalidTopologyError before anything runs."""
-        if not isinstance(topology, Topology):
-            raise TypeError(
-                f"submit_topology expects the result of TopologyBuilder.create_topology(), "
-                f"got {type(topology).__name__}"
-            )
+        require_topology(topology)
         full_conf = validate(conf)
         blobs = pickled_components(topology)
         with self._lock:

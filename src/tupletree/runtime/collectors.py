@@ -343,9 +343,9 @@ class OutputCollector(_Base):
 class BasicOutputCollector:
     """What a BasicBolt's ``execute`` gets: every emit is anchored to the current input.
 
-    ``emit`` repeats OutputCollector's single-anchor path instead of calling it: this is
-    the most frequent call in a typical topology and one Python call less per emit shows
-    in the benchmark.
+    ``emit`` repeats OutputCollector._send_anchored instead of calling it: this is the
+    most frequent call in a typical topology, and the extra call costs 4% of the word
+    count's instructions per sentence (195,574 vs 203,740, callgrind). Change both.
     """
 
     __slots__ = ("_id_pop", "_inboxes", "_metrics", "_next_id", "_out", "_routes", "input")

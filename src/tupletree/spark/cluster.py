@@ -28,7 +28,7 @@ from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
 from tupletree.runtime.worker import make_layout, pickled_components
 from tupletree.spark.scheduler import assign
-from tupletree.topology.builder import Topology
+from tupletree.topology.builder import Topology, require_topology
 
 log = logging.getLogger("tupletree")
 
@@ -130,11 +130,7 @@ class SparkCluster:
         from tupletree.spark.launcher import WorkerLauncher
         from tupletree.spark.worker_process import TopologyWorkerMain
 
-        if not isinstance(topology, Topology):
-            raise TypeError(
-                f"submit_topology expects the result of TopologyBuilder.create_topology(), "
-                f"got {type(topology).__name__}"
-            )
+        require_topology(topology)
         if name in self._running:
             raise ValueError(f"a topology named {name!r} is already running")
         full_conf = validate(conf)

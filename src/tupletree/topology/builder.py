@@ -96,6 +96,16 @@ class Topology:
         ]
 
 
+def require_topology(topology: object) -> Topology:
+    """What ``submit_topology`` accepts: a Topology from ``create_topology()``."""
+    if not isinstance(topology, Topology):
+        raise TypeError(
+            "submit_topology expects the result of TopologyBuilder.create_topology(), "
+            f"got {type(topology).__name__}"
+        )
+    return topology
+
+
 class _Declarer:
     def __init__(self, spec: ComponentSpec) -> None:
         self._spec = spec
