@@ -137,13 +137,24 @@ class _Base:
 
 
 class SpoutOutputCollector(_Base):
-    """``emit(values, msg_id=None, stream="default")`` and friends, for spouts."""
+    """``emit(values, msg_id=None, stream="default")`` and friends, for spouts.
 
-    __slots__ = ("_executor",)
+    Acker affinity: a tree's acker is ``acker_tasks[root % n]`` (Storm's rule), and the
+    spout chooses the root. When some ackers run on this worker, the random root's low
+    residue is set to one of theirs, so the init and the verdict never leave the worker.
+    The root stays a random non-zero 64-bit id; only which acker tracks it is steered.
+    """
 
-    def __init__(self, executor: Any, *args: Any) -> None:
+    __slots__ = ("_executor", "_local_ackers", "_next_local")
+
+    def __init__(self, executor: Any, *args: Any, local_ackers: list[int] | None = None) -> None:
         super().__init__(*args)
         self._executor = executor
+        n = self._n_ackers
+        local = sorted(local_ackers or [])
+        # Only worth steering when there is a choice to make.
+        self._local_ackers = local if n and 0 < len(local) < n else None
+        self._next_local = 0
 
     def emit(
         self, values: list[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM
@@ -184,6 +195,9 @@ class SpoutOutputCollector(_Base):
             root = pop()
         except IndexError:
             root = self._next_id()
+        local = self._local_ackers
+        if local is not None:
+            root = self._steer(root, local)
         init = 0
         for t in targets:
             try:
@@ -194,6 +208,15 @@ class SpoutOutputCollector(_Base):
             inboxes[t].append(Tuple(values, src, {root: edge}))
         self._executor.track(root, msg_id)
         inboxes[self._acker_tasks[root % self._n_ackers]].append((INIT, root, init, self._task))
+
+    def _steer(self, root: int, local: list[int]) -> int:
+        n = self._n_ackers
+        i = self._next_local
+        self._next_local = i + 1 if i + 1 < len(local) else 0
+        steered = root - root % n + local[i]
+        if steered >= 1 << 64:
+            steered -= n
+        return steered or n + local[i]
 
 
 class OutputCollector(_Base):

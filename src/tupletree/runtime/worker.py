@@ -223,7 +223,8 @@ class Worker:
                 lambda exc, ex=ex: ex.report(exc, "report_error"),
             )
             if isinstance(ex, SpoutExecutor):
-                ex.collector = SpoutOutputCollector(ex, *args)
+                local_ackers = [i for i, t in enumerate(self.acker_tasks) if t in self.local_tasks]
+                ex.collector = SpoutOutputCollector(ex, *args, local_ackers=local_ackers)
                 if timeouts and self.acker_tasks:
                     self._add_timer(now, timeout, ex.expire)
                 ex.call(ex.spout.open, conf, context, ex.collector, where="open")

@@ -1,0 +1,29 @@
+"""The ``tupletree run`` command on the example, in-process (LocalCluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tupletree import cli
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "word_count.py"
+
+
+def test_run_local_word_count_prints_summary_and_top_words(capsys):
+    """`tupletree run --local examples/word_count.py` acks every sentence and prints the
+    summary and the example's top words."""
+    assert cli.main(["run", "--local", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "done: 100,000 trees acked, 0 failed" in out
+    assert "top words: the " in out
+    assert "sentences acked 100,000, failed 0" in out
+
+
+def test_run_rejects_a_file_without_topology(tmp_path):
+    """A file that defines no topology() gets a clear message, not a traceback."""
+    bad = tmp_path / "nothing.py"
+    bad.write_text("x = 1\n")
+    with pytest.raises(SystemExit, match="must define topology"):
+        cli.main(["run", "--local", str(bad)])

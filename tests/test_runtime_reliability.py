@@ -1,0 +1,114 @@
+"""Reliability behaviour of the runtime beyond Storm's scenarios: acker affinity,
+the capacity guard, double acks, anchoring to a settled tuple."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tupletree import Bolt, Config, TopologyBuilder
+from tupletree.reliability.ids import IdGenerator
+from tupletree.runtime.collectors import SpoutOutputCollector
+from tupletree.runtime.metrics import TaskMetrics
+from tupletree.testing import AckFailTracker, FeederSpout
+
+from .registry import Box
+
+
+def steering_collector(n_ackers: int, local: list[int]) -> SpoutOutputCollector:
+    return SpoutOutputCollector(
+        None,
+        "spout",
+        1,
+        {},
+        {},
+        list(range(100, 100 + n_ackers)),
+        IdGenerator(1),
+        TaskMetrics(),
+        lambda exc: None,
+        local_ackers=local,
+    )
+
+
+@given(
+    root=st.integers(1, 2**64 - 1),
+    n=st.integers(2, 9),
+    data=st.data(),
+)
+def test_steered_roots_stay_random_64_bit_and_pick_a_local_acker(root, n, data):
+    """A steered root is non-zero, fits 64 bits, keeps all but the low residue of the
+    random id, and maps (root mod ackers) to one of this worker's ackers."""
+    local = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n - 1)))
+    collector = steering_collector(n, local)
+    steered = collector._steer(root, local)
+    assert 0 < steered < 2**64
+    assert steered % n in local
+    assert abs(steered - root) < 2 * n
+
+
+def test_no_steering_when_every_acker_is_local():
+    """With all ackers on this worker the random root is used as drawn."""
+    assert steering_collector(3, [0, 1, 2])._local_ackers is None
+
+
+class NeverAcks(Bolt):
+    def execute(self, tup: Any) -> None:
+        pass
+
+
+def test_capacity_guard_fails_new_trees_at_once(sim_cluster):
+    """Past topology.acker.high.water pending trees, new trees fail immediately
+    (no timeout wait), so an acker's memory stays bounded when bolts never ack."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["n"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("sink", NeverAcks()).shuffle_grouping("feed")
+    conf = {Config.TOPOLOGY_ACKER_HIGH_WATER: 5, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30}
+    sim_cluster.submit_topology("guard", conf, b.create_topology())
+    for i in range(8):
+        feeder.feed([i], msg_id=i)
+    sim_cluster.wait_idle()
+    assert tracker.failed == {5, 6, 7}
+    assert tracker.acked == set()
+
+
+class DoubleAcker(Bolt):
+    """Acks every input twice, then tries to anchor to it: the second ack is ignored and
+    the late anchor is reported as an error."""
+
+    def __init__(self, box: Box) -> None:
+        self.box = box
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.ack(tup)
+        self.collector.ack(tup)
+        try:
+            self.collector.emit([tup[0]], anchors=tup)
+        except Exception as exc:
+            self.box.get().setdefault("errors", []).append(str(exc))
+
+
+def test_double_ack_is_harmless_and_late_anchor_is_an_error(sim_cluster):
+    """A second ack of the same tuple does not corrupt the tree (it still completes), and
+    anchoring to an already acked tuple raises an error naming the component."""
+    box = Box()
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["n"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("double", DoubleAcker(box)).shuffle_grouping("feed")
+    sim_cluster.submit_topology("dbl", {}, b.create_topology())
+    feeder.feed([1], msg_id="a")
+    sim_cluster.wait_idle()
+    assert tracker.acked == {"a"}
+    (error,) = box.get()["errors"]
+    assert "'double'" in error and "already acked" in error
