@@ -1,0 +1,164 @@
+"""The fixed bolts of a linear DRPC topology: PrepareRequest, JoinResult, ReturnResults.
+
+    drpc-spout --[args, return-info]--> prepare-request
+        default [request, args]         -> bolt0 (the user's first bolt)
+        "ret"   [request, return-info]  -> join-result
+        "id"    [request]               -> the last user bolt (if a FinishedCallback)
+    last user bolt --[request, result]--> join-result --[result, return-info]--> return-results
+
+PrepareRequest gives each request a random 63-bit id, the key every later tuple of the
+request carries in field 0. JoinResult pairs the result with the return info.
+ReturnResults delivers the result to the DRPC server the return info names (a LocalDRPC
+in this process, or a DRPCServer over HTTP) and acks, which completes the request's
+tuple tree; if delivery fails it fails the tuple, and the spout tells the server.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tupletree.config import Config
+from tupletree.drpc import registry
+from tupletree.drpc.expiry import TickExpiry
+from tupletree.drpc.invocations import ResultSender, parse_return_info
+from tupletree.drpc.pending import PendingRequests
+from tupletree.topology.components import BasicBolt, Bolt
+
+ARGS_STREAM = "default"
+RETURN_STREAM = "ret"
+ID_STREAM = "id"
+
+
+def result_text(value: Any) -> str:
+    """DRPC results are text, as in Storm (``"" + value``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+class PrepareRequest(BasicBolt):
+    """``[args, return-info]`` -> a request id, then the request on three streams."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream(ARGS_STREAM, ["request", "args"])
+        declarer.declare_stream(RETURN_STREAM, ["request", "return-info"])
+        declarer.declare_stream(ID_STREAM, ["request"])
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self._rng = random.Random()  # seeded from os.urandom: ids differ across tasks/runs
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup.is_tick():
+            return
+        request = self._rng.getrandbits(63) or 1
+        collector.emit([request, tup[0]], ARGS_STREAM)
+        collector.emit([request, tup[1]], RETURN_STREAM)
+        collector.emit([request], ID_STREAM)
+
+
+class JoinResult(Bolt):
+    """Pairs ``[request, result]`` from the last bolt with ``[request, return-info]``
+    from ``return_component`` and emits ``[result, return-info]`` anchored to both.
+
+    Unpaired halves expire (and are failed) a message timeout after they arrived.
+    """
+
+    outputs = ["result", "return-info"]
+
+    def __init__(self, return_component: str) -> None:
+        self.return_component = return_component
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self._collector = collector
+        timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
+        self._returns: TickExpiry[Any] = TickExpiry(timeout)
+        self._results: TickExpiry[Any] = TickExpiry(timeout)
+
+    def execute(self, tup: Any) -> None:
+        collector = self._collector
+        if tup.is_tick():
+            for table in (self._returns, self._results):
+                for _request, held in table.tick(tup[0]):
+                    collector.fail(held)
+            collector.ack(tup)
+            return
+        request = tup[0]
+        if tup.source_component == self.return_component:
+            mine, other = self._returns, self._results
+        else:
+            mine, other = self._results, self._returns
+        match = other.pop(request)
+        if match is None:
+            if request in mine:
+                # A second result for one request: the first one wins (Storm keeps the
+                # last, and leaks). Ack it so it does not hold the tree open.
+                collector.ack(tup)
+            else:
+                mine.put(request, tup)
+            return
+        result, ret = (match, tup) if mine is self._returns else (tup, match)
+        collector.emit([result_text(result[1]), ret[1]], [result, ret])
+        collector.ack(result)
+        collector.ack(ret)
+
+    def pending(self) -> int:
+        return len(self._returns) + len(self._results)
+
+
+class ReturnResults(Bolt):
+    """``[result, return-info]`` -> the result delivered to the DRPC server; ack.
+
+    Storm's ReturnResults: usable directly in a hand-built DRPC topology after a
+    DRPCSpout (see Storm's test-drpc-flow). For a LocalDRPC the result is handed over
+    in memory before the ack. For a DRPCServer it is queued to a background
+    ResultSender (batched HTTP posts) and the tuple is acked at once, so the worker
+    never waits for the network; a result that cannot be delivered is reported as an
+    error of this bolt and its caller gets a timeout (a fail could not reach that
+    server either).
+    """
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self._collector = collector
+        self._books: dict[str, PendingRequests] = {}
+        self._senders: dict[tuple[str, int], ResultSender] = {}
+
+    def execute(self, tup: Any) -> None:
+        collector = self._collector
+        for sender in self._senders.values():
+            while sender.errors:
+                collector.report_error(sender.errors.popleft())
+        if tup.is_tick():
+            collector.ack(tup)
+            return
+        try:
+            info = parse_return_info(tup[1])
+            self._deliver(info, result_text(tup[0]))
+        except Exception as exc:
+            collector.report_error(exc)
+            collector.fail(tup)
+            return
+        collector.ack(tup)
+
+    def _deliver(self, info: dict[str, Any], result: str) -> None:
+        request_id = str(info["id"])
+        key = info.get("local")
+        if key is not None:
+            book = self._books.get(key)
+            if book is None:
+                book = self._books[key] = registry.lookup(key)
+            book.respond(request_id, result)
+            return
+        address = (str(info["host"]), int(info["port"]))
+        sender = self._senders.get(address)
+        if sender is None:
+            sender = self._senders[address] = ResultSender(*address)
+        sender.send(request_id, result)
+
+    def cleanup(self) -> None:
+        for sender in getattr(self, "_senders", {}).values():
+            sender.close()

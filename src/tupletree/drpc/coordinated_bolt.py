@@ -1,0 +1,427 @@
+"""CoordinatedBolt: tells a bolt when it has seen every tuple of a request.
+
+Wraps a user bolt in a linear DRPC topology (reference/004). Field 0 of every tuple is
+the request id. Per request, each task of the wrapper tracks:
+
+- ``received``: tuples of the request the user bolt acked (failing one fails the request);
+- ``emitted``: tuples the user bolt sent to each downstream task (``emit`` returns the
+  target task ids; that is what the counting is built on);
+- ``reports``/``expected``: count reports from upstream tasks, which arrive on the
+  direct stream ``__coord`` as ``[request, count]``: "I sent you ``count`` tuples".
+
+A task is *finished* with a request when
+
+- first bolt (no sources): its one request tuple was acked;
+- later bolts: every upstream task reported (one report for a ``single`` source, one per
+  task for ``all``) and ``received == sum of the reported counts``;
+- the last bolt, if it is a FinishedCallback, also needs the request's id tuple from
+  prepare-request (so the request's tuple tree stays open until it finished).
+
+Then, in this order: ``finished_id(request)`` is called (it usually emits the bolt's
+result for the request), this task sends each downstream task its count (0 included),
+and the held coordination tuples are acked. The order matters: what ``finished_id``
+emits must be in the counts. So "finished" cascades down the topology, asynchronously.
+
+Failure: a failed tuple of the request, or FailedException (or any error) from
+``finished_id``, marks the request failed: held tuples are failed (so the request's
+tuple tree fails and the DRPC spout tells the caller) and later tuples of it are
+failed too. The per-request state expires a message timeout after it was created
+(driven by tick tuples, see expiry.py), failing whatever it still holds and calling
+``timeout_id`` on a TimeoutCallback bolt, so memory does not grow with lost requests.
+
+Ticks: the builder sets ``topology.tick.tuple.freq.secs`` = 1 on the wrapped bolts for
+the expiry. The user bolt sees tick tuples only when it asked for them itself
+(``forward_ticks``: the builder sets it when ``add_configuration`` set the tick key).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tupletree.config import Config
+from tupletree.drpc.expiry import TickExpiry
+from tupletree.errors import FailedException, InvalidTopologyError
+from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt
+
+COORD_STREAM = "__coord"
+SINGLE = "single"
+ALL = "all"
+
+_REGULAR, _ID, _COORD = 0, 1, 2
+TRACKED_METRIC = "__drpc_tracked_requests"
+
+
+class FinishedCallback:
+    """Mix into a bolt of a linear DRPC topology to hear when a request is complete.
+
+    ``finished_id(request_id)`` is called once this task has seen every tuple of the
+    request it will ever get; emit the bolt's result for the request there. Raise
+    FailedException to fail the request. A BasicBolt has no collector outside
+    ``execute``, so its ``finished_id`` may take a second parameter: a collector whose
+    emits are unanchored.
+    """
+
+    def finished_id(self, request_id: Any) -> None:
+        pass
+
+
+class TimeoutCallback:
+    """Mix into a coordinated bolt to hear ``timeout_id(request_id)`` when a request's
+    state expired unfinished (after the message timeout)."""
+
+    def timeout_id(self, request_id: Any) -> None:
+        pass
+
+
+def is_finished_callback(bolt: Any) -> bool:
+    """FinishedCallback subclasses, and bolts that just define ``finished_id``."""
+    return isinstance(bolt, FinishedCallback) or callable(getattr(bolt, "finished_id", None))
+
+
+def _settled(tup: Any) -> bool:
+    # The core marks an acked/failed tuple with _ack_val = -1 (runtime.collectors.SETTLED);
+    # a user bolt acking a tuple twice must not count it twice here.
+    return tup._ack_val < 0
+
+
+class _Track:
+    __slots__ = (
+        "emitted",
+        "expected",
+        "failed",
+        "finished",
+        "held",
+        "received",
+        "received_id",
+        "reports",
+    )
+
+    def __init__(self, received_id: bool) -> None:
+        self.reports = 0
+        self.expected = 0
+        self.received = 0
+        self.failed = False
+        self.finished = False
+        self.received_id = received_id
+        self.emitted: dict[int, int] = {}
+        self.held: list[Any] = []
+
+
+class CoordinatedOutputCollector:
+    """What the user bolt gets as its collector: the real one, plus counting."""
+
+    def __init__(self, owner: CoordinatedBolt, inner: Any) -> None:
+        self._owner = owner
+        self._inner = inner
+
+    def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        tasks = self._inner.emit(values, anchors, stream)
+        self._owner._count(values, tasks)
+        return tasks
+
+    def emit_direct(
+        self, task: int, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM
+    ) -> list[int]:
+        tasks = self._inner.emit_direct(task, values, anchors, stream)
+        self._owner._count(values, tasks)
+        return tasks
+
+    def ack(self, tup: Any) -> None:
+        self._owner._ack(tup)
+
+    def fail(self, tup: Any) -> None:
+        self._owner._fail(tup)
+
+    def reset_timeout(self, tup: Any) -> None:
+        self._inner.reset_timeout(tup)
+
+    def report_error(self, exc: BaseException) -> None:
+        self._inner.report_error(exc)
+
+
+class _BasicCollector:
+    """A BasicBolt's collector inside a CoordinatedBolt: emits anchored to the current
+    input (unanchored in ``finished_id``, where there is none)."""
+
+    def __init__(self, out: CoordinatedOutputCollector) -> None:
+        self._out = out
+        self.input: Any = None
+
+    def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit(values, self.input, stream)
+
+    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._out.emit_direct(task, values, self.input, stream)
+
+    def reset_timeout(self, tup: Any = None) -> None:
+        target = tup if tup is not None else self.input
+        if target is not None:
+            self._out.reset_timeout(target)
+
+    def report_error(self, exc: BaseException) -> None:
+        self._out.report_error(exc)
+
+
+class CoordinatedBolt(Bolt):
+    """Wraps ``delegate`` (a Bolt or BasicBolt) with per-request tuple counting.
+
+    ``sources`` maps upstream component id -> ``"single"`` (one of its tasks reports) or
+    ``"all"`` (every task reports); empty for the first bolt. ``id_stream`` is the
+    (component, stream) of request ids that must also arrive before finishing.
+    """
+
+    def __init__(
+        self,
+        delegate: Bolt | BasicBolt,
+        sources: Mapping[str, str] | None = None,
+        id_stream: tuple[str, str] | None = None,
+        forward_ticks: bool = False,
+    ) -> None:
+        if not isinstance(delegate, Bolt | BasicBolt):
+            raise InvalidTopologyError(
+                f"CoordinatedBolt wraps a Bolt or BasicBolt, got {type(delegate).__name__}"
+            )
+        sources = dict(sources or {})
+        for component, kind in sources.items():
+            if kind not in (SINGLE, ALL):
+                raise ValueError(
+                    f"source {component!r}: kind must be {SINGLE!r} or {ALL!r}, got {kind!r}"
+                )
+        self.delegate = delegate
+        self.sources = sources
+        self.id_stream = id_stream
+        self.forward_ticks = forward_ticks
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        self.delegate.declare_output_fields(declarer)
+        declarer.declare_stream(COORD_STREAM, ["request", "count"], direct=True)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self._collector = collector
+        timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
+        self._tracked: TickExpiry[_Track] = TickExpiry(timeout)
+        self._out_tasks = sorted(
+            task
+            for component in context.targets(COORD_STREAM)
+            for task in context.component_tasks(component)
+        )
+        self._num_reports = sum(
+            1 if kind == SINGLE else len(context.component_tasks(component))
+            for component, kind in self.sources.items()
+        )
+        self._held_kind = _ID if self.id_stream is not None else _COORD
+        self._out = CoordinatedOutputCollector(self, collector)
+        self._basic = isinstance(self.delegate, BasicBolt)
+        self._basic_out = _BasicCollector(self._out) if self._basic else None
+        self._finished = self._finished_hook()
+        timeout_id = getattr(self.delegate, "timeout_id", None)
+        self._timeout_hook = timeout_id if callable(timeout_id) else None
+        context.register_metric(TRACKED_METRIC, self.tracked_requests)
+        if self._basic:
+            self.delegate.prepare(conf, context)  # type: ignore[call-arg]
+        else:
+            self.delegate.prepare(conf, context, self._out)  # type: ignore[call-arg]
+
+    def _finished_hook(self) -> Callable[[Any], None] | None:
+        fn = getattr(self.delegate, "finished_id", None)
+        if not callable(fn):
+            return None
+        if self._basic and _takes_two(fn):
+            basic_out = self._basic_out
+            return lambda request_id: fn(request_id, basic_out)
+        return fn
+
+    def cleanup(self) -> None:
+        self.delegate.cleanup()
+
+    def tracked_requests(self) -> int:
+        """Requests this task holds state for (a metric: it must not grow unbounded)."""
+        return len(self._tracked)
+
+    # -- input ------------------------------------------------------------------------
+
+    def execute(self, tup: Any) -> None:
+        if tup.is_tick():
+            self._expire(tup[0])
+            if self.forward_ticks:
+                self._run_delegate(tup)
+            else:
+                self._collector.ack(tup)
+            return
+        request = tup[0]
+        try:
+            track = self._tracked.get(request)
+        except TypeError:
+            self._collector.report_error(
+                TypeError(f"field 0 of a DRPC tuple must be the request id, got {request!r}")
+            )
+            self._collector.fail(tup)
+            return
+        if track is None:
+            track = _Track(received_id=self.id_stream is None)
+            self._tracked.put(request, track)
+        kind = self._kind(tup)
+        if kind == _REGULAR:
+            self._run_delegate(tup)
+        elif kind == _COORD:
+            track.reports += 1
+            track.expected += tup[1]
+            self._check(tup, _COORD, track)
+        else:
+            track.received_id = True
+            self._check(tup, _ID, track)
+
+    def _kind(self, tup: Any) -> int:
+        stream = tup.source_stream
+        ids = self.id_stream
+        if ids is not None and stream == ids[1] and tup.source_component == ids[0]:
+            return _ID
+        if self.sources and stream == COORD_STREAM:
+            return _COORD
+        return _REGULAR
+
+    def _run_delegate(self, tup: Any) -> None:
+        """Execute the user bolt, with BasicBolt's contract for a BasicBolt."""
+        if self._basic:
+            bc = self._basic_out
+            assert bc is not None
+            bc.input = tup
+            try:
+                self.delegate.execute(tup, bc)  # type: ignore[call-arg]
+            except FailedException:
+                self._fail(tup)
+            except Exception as exc:
+                self._collector.report_error(exc)
+                self._fail(tup)
+            else:
+                self._ack(tup)
+            finally:
+                bc.input = None
+            return
+        try:
+            self.delegate.execute(tup)  # type: ignore[call-arg]
+        except FailedException:
+            self._fail(tup)
+        except Exception as exc:
+            self._collector.report_error(exc)
+            self._fail(tup)
+
+    # -- the user's collector calls ---------------------------------------------------
+
+    def _count(self, values: Any, tasks: list[int]) -> None:
+        if not tasks or not values:
+            return
+        try:
+            track = self._tracked.get(values[0])
+        except TypeError:
+            return
+        if track is None:
+            return
+        emitted = track.emitted
+        for task in tasks:
+            emitted[task] = emitted.get(task, 0) + 1
+
+    def _ack(self, tup: Any) -> None:
+        if _settled(tup):
+            return
+        if tup.is_tick():
+            self._collector.ack(tup)
+            return
+        track = self._tracked.get(tup[0])
+        if track is not None:
+            track.received += 1
+        if self._check(tup, _REGULAR, track):
+            self._collector.fail(tup)
+        else:
+            self._collector.ack(tup)
+
+    def _fail(self, tup: Any) -> None:
+        if _settled(tup):
+            return
+        if tup.is_tick():
+            self._collector.fail(tup)
+            return
+        track = self._tracked.get(tup[0])
+        if track is not None:
+            track.failed = True
+        self._check(tup, _REGULAR, track)
+        self._collector.fail(tup)
+
+    # -- coordination -----------------------------------------------------------------
+
+    def _check(self, tup: Any, kind: int, track: _Track | None) -> bool:
+        """Finish the request if its time has come; True if the request has failed.
+        Acks or fails ``tup`` unless it is a regular tuple (the caller does that)."""
+        if track is None:
+            if kind != _REGULAR:
+                self._collector.fail(tup)
+            return False
+        delayed = kind == self._held_kind
+        if delayed:
+            track.held.append(tup)
+        if track.failed:
+            self._fail_held(track)
+        elif not track.finished and self._ready(track):
+            self._finish(tup[0], track, tup)
+        if not delayed and kind != _REGULAR:
+            if track.failed:
+                self._collector.fail(tup)
+            else:
+                self._collector.ack(tup)
+        return track.failed
+
+    def _ready(self, track: _Track) -> bool:
+        if not track.received_id:
+            return False
+        if self._num_reports:
+            return track.reports >= self._num_reports and track.received == track.expected
+        return track.received > 0  # the first bolt: its request tuple was acked
+
+    def _finish(self, request: Any, track: _Track, anchor: Any) -> None:
+        if self._finished is not None:
+            try:
+                self._finished(request)
+            except Exception as exc:
+                if not isinstance(exc, FailedException):
+                    self._collector.report_error(exc)
+                track.failed = True
+                self._fail_held(track)
+                return
+        emit_direct = self._collector.emit_direct
+        emitted = track.emitted
+        for task in self._out_tasks:
+            emit_direct(task, [request, emitted.get(task, 0)], anchor, COORD_STREAM)
+        held, track.held = track.held, []
+        for t in held:
+            self._collector.ack(t)
+        track.finished = True
+        self._tracked.pop(request)
+
+    def _fail_held(self, track: _Track) -> None:
+        held, track.held = track.held, []
+        for t in held:
+            self._collector.fail(t)
+
+    def _expire(self, secs: float) -> None:
+        for request, track in self._tracked.tick(secs):
+            if track.failed or track.finished:
+                continue
+            self._fail_held(track)
+            if self._timeout_hook is not None:
+                try:
+                    self._timeout_hook(request)
+                except Exception as exc:
+                    self._collector.report_error(exc)
+
+
+def _takes_two(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)

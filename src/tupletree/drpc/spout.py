@@ -1,0 +1,267 @@
+"""DRPCSpout: emits the DRPC requests for one function as ``[args, return-info]``.
+
+Local (``DRPCSpout(function, local_drpc)``): takes requests straight from the
+LocalDRPC's book (same process; see registry.py). Remote (``DRPCSpout(function)``):
+fetches them from DRPC servers over HTTP, so its tasks may run in any process; the
+servers come from the topology config:
+
+    drpc.servers     list of "host" or "host:port" (default ["127.0.0.1"])
+    drpc.http.port   port for entries without one (default 3774)
+
+As in Storm, with several servers each task serves a share of them (task i takes
+servers i, i+n, ... when there are more servers than tasks, else server i mod count).
+
+Design note: ``next_tuple`` must never block (it runs on the worker's scheduler thread,
+with every other task of the worker). So the remote spout runs one background thread
+per server that long-polls ``/invocations/fetch`` (returning at once when requests are
+queued, else after 0.5 s) into a local deque of at most ``batch`` requests, and one
+thread that posts failures back; ``next_tuple`` only pops the deque. Every request is
+emitted with a message id: when its tuple tree fails (or times out), ``fail`` tells the
+server, which makes the caller raise DRPCExecutionError at once instead of waiting for
+drpc.request.timeout.secs.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from typing import Any
+
+from tupletree.drpc import registry
+from tupletree.drpc.invocations import (
+    DEFAULT_PORT,
+    DRPC_HTTP_PORT,
+    DRPC_SERVERS,
+    InvocationsClient,
+    local_return_info,
+    remote_return_info,
+)
+from tupletree.topology.components import Spout
+
+log = logging.getLogger("tupletree.drpc")
+
+FAILED_REASON = (
+    "the request's tuple tree failed in the topology (a bolt failed one of its tuples, "
+    "a FinishedCallback raised FailedException, or it outlived "
+    "topology.message.timeout.secs); the topology's errors may say more"
+)
+STOPPED_REASON = "the DRPC topology stopped before it processed the request"
+
+FETCH_BATCH = 64
+FETCH_WAIT_SECS = 0.5
+
+
+class DRPCSpout(Spout):
+    """The source of a DRPC topology: one tuple per request for ``function``."""
+
+    outputs = ["args", "return-info"]
+
+    def __init__(self, function: str, drpc: Any = None) -> None:
+        if not isinstance(function, str) or not function:
+            raise ValueError(f"a DRPC function name must be a non-empty str, got {function!r}")
+        self.function = function
+        # Only the key travels with the (pickled) spout; open() finds the book by it.
+        self.local_key: str | None = None if drpc is None else drpc.key
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self._collector = collector
+        self._remote: _RemoteSource | None = None
+        if self.local_key is not None:
+            self._book = registry.lookup(self.local_key)
+            self._book.register(self.function)
+            return
+        servers = _servers(conf)
+        tasks = context.this_component_tasks()
+        index, n = tasks.index(context.task_id), len(tasks)
+        if n < len(servers):
+            mine = servers[index::n]
+        else:
+            mine = [servers[index % len(servers)]]
+        self._remote = _RemoteSource(self.function, mine)
+        self._remote.start()
+
+    def next_tuple(self) -> None:
+        remote = self._remote
+        if remote is None:
+            got = self._book.fetch(self.function, 1, 0.0)
+            if got:
+                request_id, args = got[0]
+                self._collector.emit(
+                    [args, local_return_info(self.local_key, request_id)],  # type: ignore[arg-type]
+                    msg_id=request_id,
+                )
+            return
+        try:
+            host, port, request_id, args = remote.ready.popleft()
+        except IndexError:
+            return
+        self._collector.emit(
+            [args, remote_return_info(host, port, request_id)],
+            msg_id=(host, port, request_id),
+        )
+
+    def ack(self, msg_id: Any) -> None:
+        pass  # ReturnResults already delivered the result.
+
+    def fail(self, msg_id: Any) -> None:
+        if self._remote is None:
+            self._book.fail(msg_id, FAILED_REASON)
+        else:
+            host, port, request_id = msg_id
+            self._remote.report_failure(host, port, request_id, FAILED_REASON)
+
+    def activate(self) -> None:
+        if self._remote is not None:
+            self._remote.active = True
+
+    def deactivate(self) -> None:
+        if self._remote is not None:
+            self._remote.active = False
+
+    def close(self) -> None:
+        if self._remote is None:
+            if self.local_key is not None and hasattr(self, "_book"):
+                self._book.unregister(self.function)
+            return
+        self._remote.stop()
+
+
+def _servers(conf: dict[str, Any]) -> list[tuple[str, int]]:
+    raw = conf.get(DRPC_SERVERS) or ["127.0.0.1"]
+    port = conf.get(DRPC_HTTP_PORT, DEFAULT_PORT)
+    if isinstance(raw, str):
+        raw = [raw]
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise ValueError(f"config key {DRPC_HTTP_PORT!r} must be an int, got {port!r}")
+    out = []
+    for entry in raw:
+        if not isinstance(entry, str) or not entry:
+            raise ValueError(
+                f"config key {DRPC_SERVERS!r} must list host names (or 'host:port'), got {entry!r}"
+            )
+        host, sep, p = entry.rpartition(":")
+        bracketed = host.startswith("[") and host.endswith("]")  # "[::1]:3774"
+        if sep and p.isdigit() and host and (bracketed or ":" not in host):
+            out.append((host.strip("[]"), int(p)))
+        else:
+            out.append((entry.strip("[]"), port))
+    return out
+
+
+class _RemoteSource:
+    """Background fetchers (one per server) and a failure reporter for a remote spout."""
+
+    def __init__(
+        self,
+        function: str,
+        servers: list[tuple[str, int]],
+        batch: int = FETCH_BATCH,
+        wait_secs: float = FETCH_WAIT_SECS,
+    ) -> None:
+        self.function = function
+        self.servers = servers
+        self.batch = batch
+        self.wait_secs = wait_secs
+        self.ready: deque[tuple[str, int, str, str]] = deque()
+        self.active = False
+        self._stopping = threading.Event()
+        self._failures: queue.SimpleQueue[tuple[str, int, str, str] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for host, port in self.servers:
+            self._threads.append(
+                threading.Thread(
+                    target=self._fetch_loop,
+                    args=(host, port),
+                    name=f"drpc-fetch-{self.function}-{host}:{port}",
+                    daemon=True,
+                )
+            )
+        self._threads.append(
+            threading.Thread(
+                target=self._report_loop, name=f"drpc-report-{self.function}", daemon=True
+            )
+        )
+        for t in self._threads:
+            t.start()
+
+    def report_failure(self, host: str, port: int, request_id: str, reason: str) -> None:
+        self._failures.put((host, port, request_id, reason))
+
+    def stop(self) -> None:
+        """Stop fetching; hand requests fetched but never emitted back as failed."""
+        self._stopping.set()
+        if not self._threads:
+            return
+        *fetchers, reporter = self._threads
+        for t in fetchers:  # a long-poll in flight returns within wait_secs
+            t.join(timeout=self.wait_secs + 2.0)
+        while True:
+            try:
+                host, port, request_id, _args = self.ready.popleft()
+            except IndexError:
+                break
+            self.report_failure(host, port, request_id, STOPPED_REASON)
+        self._failures.put(None)
+        reporter.join(timeout=5.0)
+
+    def _fetch_loop(self, host: str, port: int) -> None:
+        client = InvocationsClient(host, port)
+        stopping, ready = self._stopping, self.ready
+        failures = 0
+        try:
+            while not stopping.is_set():
+                want = self.batch - len(ready) if self.active else 0
+                try:
+                    if want <= 0:
+                        # Inactive or full: only say "this function is served".
+                        client.fetch(self.function, 0, 0.0)
+                        stopping.wait(self.wait_secs)
+                        continue
+                    got = client.fetch(self.function, want, self.wait_secs)
+                except Exception as exc:
+                    if failures == 0:
+                        log.warning(
+                            "DRPC spout for %r cannot fetch from %s:%s: %s (retrying)",
+                            self.function,
+                            host,
+                            port,
+                            exc,
+                        )
+                    failures += 1
+                    stopping.wait(min(2.0, 0.05 * 2 ** min(failures, 6)))
+                    continue
+                if failures:
+                    log.info("DRPC spout for %r reached %s:%s again", self.function, host, port)
+                    failures = 0
+                for request_id, args in got:
+                    ready.append((host, port, request_id, args))
+        finally:
+            client.close()
+
+    def _report_loop(self) -> None:
+        clients: dict[tuple[str, int], InvocationsClient] = {}
+        while True:
+            item = self._failures.get()
+            if item is None:
+                break
+            host, port, request_id, reason = item
+            client = clients.get((host, port))
+            if client is None:
+                client = clients[(host, port)] = InvocationsClient(host, port, timeout_secs=5.0)
+            try:
+                client.fail(request_id, reason)
+            except Exception as exc:
+                log.warning(
+                    "DRPC spout for %r could not report failed request %s to %s:%s: %s",
+                    self.function,
+                    request_id,
+                    host,
+                    port,
+                    exc,
+                )
+        for client in clients.values():
+            client.close()

@@ -1,0 +1,178 @@
+"""DRPC over HTTP: DRPCServer, remote topologies (spout and ReturnResults talk HTTP),
+DRPCClient, plain HTTP clients, and the ``tupletree drpc`` command."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tupletree import Config, LocalCluster
+from tupletree.drpc import (
+    DRPCClient,
+    DRPCConnectionError,
+    DRPCExecutionError,
+    DRPCServer,
+    DRPCTimeoutError,
+    DRPCUnknownFunctionError,
+    LinearDRPCTopologyBuilder,
+    cli_main,
+)
+
+from .support import (
+    CountAggregator,
+    CreateTuples,
+    ExclamationDRPC,
+    FailFinish,
+    NeverFinish,
+    PartialCount,
+    remote_conf,
+)
+
+
+def submit_square(cluster: LocalCluster, server: DRPCServer, name: str = "square") -> None:
+    builder = LinearDRPCTopologyBuilder("square")
+    builder.add_bolt(CreateTuples(), 2)
+    builder.add_bolt(PartialCount(), 2).shuffle_grouping()
+    builder.add_bolt(CountAggregator(), 2).fields_grouping(["request"])
+    cluster.submit_topology(name, remote_conf(server), builder.create_remote_topology())
+
+
+def post(server: DRPCServer, path: str, body: str) -> tuple[int, str, str | None]:
+    req = urllib.request.Request(server.url + path, data=body.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode(), resp.headers.get("X-DRPC-Error")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(), err.headers.get("X-DRPC-Error")
+
+
+def test_remote_topology_over_http(cluster, server):
+    """A remote topology fetches requests and returns results over HTTP."""
+    submit_square(cluster, server)
+    client = DRPCClient(server.host, server.port)
+    assert client.execute("square", "2") == "4"
+    assert client.execute("square", "10") == "100"
+    assert client.execute("square", "0") == "0"
+    assert cluster.errors("square") == []
+    assert server.pending_requests() == 0
+
+
+def test_plain_http_clients(cluster, server):
+    """curl-style POST /drpc/<function> with the argument as body; GET with it in the path."""
+    builder = LinearDRPCTopologyBuilder("ex claim/x")  # needs percent-encoding in URLs
+    builder.add_bolt(ExclamationDRPC(), 2)
+    cluster.submit_topology("ex", remote_conf(server), builder.create_remote_topology())
+    fn = urllib.parse.quote("ex claim/x", safe="")
+    assert post(server, f"/drpc/{fn}", "héllo") == (200, "héllo!!!", None)
+    with urllib.request.urlopen(f"{server.url}/drpc/{fn}/a%20b", timeout=10) as resp:
+        assert resp.read().decode() == "a b!!!"
+    assert DRPCClient(server.host, server.port).execute("ex claim/x", "") == "!!!"
+
+
+def test_http_errors_are_clear(cluster, server):
+    """Unknown function -> 404, failed -> 500, with X-DRPC-Error; the client raises to match."""
+    builder = LinearDRPCTopologyBuilder("fail")
+    builder.add_bolt(FailFinish(), 2)
+    cluster.submit_topology("fail", remote_conf(server), builder.create_remote_topology())
+
+    status, body, kind = post(server, "/drpc/nothing-here", "x")
+    assert (status, kind) == (404, "unknown-function")
+    assert "no topology serves function 'nothing-here'" in body
+    status, body, kind = post(server, "/drpc/fail", "x")
+    assert (status, kind) == (500, "failed")
+    assert "tuple tree failed" in body
+    status, body, kind = post(server, "/nope", "x")
+    assert (status, kind) == (404, "not-found")
+
+    client = DRPCClient(server.host, server.port)
+    with pytest.raises(DRPCUnknownFunctionError):
+        client.execute("nothing-here", "x")
+    with pytest.raises(DRPCExecutionError) as info:
+        client.execute("fail", "x")
+    assert type(info.value) is DRPCExecutionError
+    assert info.value.function == "fail"
+    assert "tuple tree failed" in info.value.reason
+    assert server.pending_requests() == 0
+
+
+def test_http_request_timeout(cluster):
+    """Outliving the server's timeout -> 504 and DRPCTimeoutError; the server keeps nothing."""
+    conf = {Config.DRPC_REQUEST_TIMEOUT_SECS: 1}
+    with DRPCServer(port=0, conf=conf) as server:
+        builder = LinearDRPCTopologyBuilder("slow")
+        builder.add_bolt(NeverFinish(), 1)
+        cluster.submit_topology("slow", remote_conf(server), builder.create_remote_topology())
+        start = time.monotonic()
+        with pytest.raises(DRPCTimeoutError, match="within 1 s"):
+            DRPCClient(server.host, server.port).execute("slow", "x")
+        assert time.monotonic() - start < 3
+        assert server.pending_requests() == 0
+        assert server.book.queued() == 0
+
+
+def test_concurrent_http_clients(cluster, server):
+    """60 requests in flight over HTTP to two functions all get their own answers."""
+    submit_square(cluster, server)
+    builder = LinearDRPCTopologyBuilder("exclaim")
+    builder.add_bolt(ExclamationDRPC(), 2)
+    cluster.submit_topology("exclaim", remote_conf(server), builder.create_remote_topology())
+    client = DRPCClient(server.host, server.port)
+    calls = [
+        ("square", str(i), str(i * i)) if i % 2 else ("exclaim", f"x{i}", f"x{i}!!!")
+        for i in range(60)
+    ]
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        results = list(pool.map(lambda c: client.execute(c[0], c[1]), calls))
+    assert results == [want for _, _, want in calls]
+    assert server.pending_requests() == 0
+
+
+def test_killed_topology_makes_function_unknown(cluster):
+    """Once its topology is killed, a function is unknown again after the function TTL."""
+    with DRPCServer(port=0, unknown_function_wait_secs=0.2) as server:
+        server.book.function_ttl_secs = 0.5
+        builder = LinearDRPCTopologyBuilder("ex")
+        builder.add_bolt(ExclamationDRPC(), 1)
+        cluster.submit_topology("ex", remote_conf(server), builder.create_remote_topology())
+        assert server.execute("ex", "a") == "a!!!"
+        cluster.kill_topology("ex")
+        time.sleep(0.7)
+        with pytest.raises(DRPCUnknownFunctionError):
+            DRPCClient(server.host, server.port).execute("ex", "b")
+
+
+def test_server_down_is_a_connection_error(server):
+    """A client of a server that is not there gets DRPCConnectionError naming it."""
+    port = server.port
+    server.stop()
+    with pytest.raises(DRPCConnectionError, match=f"127.0.0.1:{port}"):
+        DRPCClient("127.0.0.1", port, timeout=2).execute("f", "x")
+
+
+def test_cli(cluster, server, capsys):
+    """``tupletree drpc FUNCTION ARGS`` prints the result (0) or the error (1)."""
+    builder = LinearDRPCTopologyBuilder("exclaim")
+    builder.add_bolt(ExclamationDRPC(), 1)
+    cluster.submit_topology("exclaim", remote_conf(server), builder.create_remote_topology())
+    port = ["--port", str(server.port)]
+    assert cli_main(["exclaim", "hi", *port]) == 0
+    assert capsys.readouterr().out == "hi!!!\n"
+    assert cli_main(["unknown-fn", "hi", *port]) == 1
+    assert "no topology serves function 'unknown-fn'" in capsys.readouterr().err
+    assert cli_main([]) == 2
+
+
+def test_servers_config():
+    """drpc.servers takes hosts or host:port ([IPv6]:port); a bad entry names the key."""
+    from tupletree.drpc.spout import _servers
+
+    conf = {"drpc.servers": ["a", "b:4000", "[::1]:5000", "::1"], "drpc.http.port": 3775}
+    assert _servers(conf) == [("a", 3775), ("b", 4000), ("::1", 5000), ("::1", 3775)]
+    assert _servers({}) == [("127.0.0.1", 3774)]
+    with pytest.raises(ValueError, match=r"drpc\.servers"):
+        _servers({"drpc.servers": [3]})
