@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from tupletree import LocalCluster
@@ -19,3 +22,34 @@ def real_cluster():
     """A real-time LocalCluster: each topology runs on a background thread."""
     with LocalCluster() as cluster:
         yield cluster
+
+
+def _spark_unavailable() -> str | None:
+    from tupletree.spark.errors import SparkUnavailableError
+    from tupletree.spark.session import check_java, check_pyspark
+
+    try:
+        check_pyspark()
+        check_java()
+    except SparkUnavailableError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local Spark session (local[2,4]: 2 slots, task retries) for the whole run;
+    skips, with the reason, where pyspark or Java 17+ is missing."""
+    reason = _spark_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from tupletree.spark.session import build_local_session
+
+    session = build_local_session(
+        2,
+        max_failures=4,
+        conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+    )
+    session.sparkContext.setLogLevel(os.environ.get("TUPLETREE_SPARK_LOG_LEVEL", "FATAL"))
+    yield session
+    session.stop()

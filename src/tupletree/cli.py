@@ -173,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     drpc = sub.add_parser("drpc", help="call a DRPC function: tupletree drpc FUNCTION ARGS")
     drpc.add_argument("rest", nargs=argparse.REMAINDER)
     drpc.set_defaults(func=cmd_drpc)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "drpc":
+        # Options may come before the function name: hand everything to the DRPC CLI.
+        from tupletree.drpc import cli_main
+
+        return cli_main(argv[1:])
     args = parser.parse_args(argv)
     return args.func(args)
 

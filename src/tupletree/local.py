@@ -98,8 +98,21 @@ class LocalCluster:
     ``deactivate``, ``metrics``, ``errors``, ``wait_idle`` and, with
     ``simulate_time=True``, ``advance_time``."""
 
-    def __init__(self, simulate_time: bool = False) -> None:
+    def __init__(
+        self,
+        simulate_time: bool = False,
+        drpc_port: int | None = None,
+        drpc_host: str = "127.0.0.1",
+        drpc_conf: dict[str, Any] | None = None,
+    ) -> None:
+        """``drpc_port`` starts an HTTP DRPC server with the cluster (0: a free port;
+        ``cluster.drpc_server.port`` tells which); topologies submitted here reach it."""
         self.simulate_time = simulate_time
+        self._drpc = None
+        if drpc_port is not None:
+            from tupletree.drpc.hosting import ClusterDRPC
+
+            self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
@@ -117,6 +130,8 @@ class LocalCluster:
         """Start ``topology`` under ``name``; ``inactive=True`` holds its spouts until
         ``activate``. Raises InvalidConfigError / InvalidTopologyError before anything runs."""
         require_topology(topology)
+        if self._drpc is not None:
+            conf = self._drpc.topology_conf(conf)
         full_conf = validate(conf)
         blobs = pickled_components(topology)
         with self._lock:
@@ -208,9 +223,17 @@ class LocalCluster:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    @property
+    def drpc_server(self) -> Any:
+        """The DRPCServer started with ``drpc_port`` (None without one)."""
+        return None if self._drpc is None else self._drpc.server
+
     def shutdown(self) -> None:
         for name in list(self._workers):
             self.kill_topology(name)
+        if self._drpc is not None:
+            self._drpc.stop()
+            self._drpc = None
 
     def __enter__(self) -> LocalCluster:
         return self

@@ -81,9 +81,8 @@ def is_finished_callback(bolt: Any) -> bool:
 
 
 def _settled(tup: Any) -> bool:
-    # The core marks an acked/failed tuple with _ack_val = -1 (runtime.collectors.SETTLED);
-    # a user bolt acking a tuple twice must not count it twice here.
-    return tup._ack_val < 0
+    # A user bolt acking a tuple twice must not count it twice here.
+    return tup.is_settled()
 
 
 class _Track:

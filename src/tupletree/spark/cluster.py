@@ -94,7 +94,21 @@ class SparkCluster:
 
     simulate_time = False
 
-    def __init__(self, spark: Any = None, master: str | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any = None,
+        master: str | None = None,
+        drpc_port: int | None = None,
+        drpc_host: str = "127.0.0.1",
+        drpc_conf: dict[str, Any] | None = None,
+    ) -> None:
+        """``drpc_port`` starts an HTTP DRPC server in the driver (use
+        ``drpc_host="0.0.0.0"`` when executors run on other machines)."""
+        self._drpc = None
+        if drpc_port is not None:
+            from tupletree.drpc.hosting import ClusterDRPC
+
+            self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
         self._spark = spark
         self._requested_master = master
         self._owns_session = False
@@ -133,6 +147,8 @@ class SparkCluster:
         require_topology(topology)
         if name in self._running:
             raise ValueError(f"a topology named {name!r} is already running")
+        if self._drpc is not None:
+            conf = self._drpc.topology_conf(conf)
         full_conf = validate(conf)
         _ship_user_modules_by_value(topology)
         pickled_components(topology, cloudpickle.dumps)  # names an unpicklable component
@@ -235,9 +251,17 @@ class SparkCluster:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    @property
+    def drpc_server(self) -> Any:
+        """The DRPCServer started with ``drpc_port`` (None without one)."""
+        return None if self._drpc is None else self._drpc.server
+
     def shutdown(self) -> None:
         for name in list(self._running):
             self.kill_topology(name)
+        if self._drpc is not None:
+            self._drpc.stop()
+            self._drpc = None
         if self._owns_session and self._spark is not None:
             self._spark.stop()
             self._spark = None
@@ -305,17 +329,28 @@ def _local_slots(master: str | None) -> int | bool | None:
 
 def _ship_user_modules_by_value(topology: Topology) -> None:
     """Let cloudpickle carry the classes of components defined outside installed
-    packages (scripts, tests, ``tupletree run`` files), which executors cannot import."""
+    packages (scripts, tests, ``tupletree run`` files), which executors cannot import.
+
+    Components wrapped by tupletree (a CoordinatedBolt's user bolt, the testing
+    wrappers) are found by walking the attributes of tupletree's own components.
+    """
     from pyspark import cloudpickle
 
-    objs: list[Any] = [spec.obj for spec in topology.components.values()]
-    objs += [
+    seen: set[int] = set()
+    todo: list[Any] = [spec.obj for spec in topology.components.values()]
+    todo += [
         sub.grouping.custom
         for spec in topology.components.values()
         for sub in spec.inputs
         if sub.grouping.custom is not None
     ]
-    for obj in objs:
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if type(obj).__module__.split(".")[0] == "tupletree":
+            todo.extend(v for v in getattr(obj, "__dict__", {}).values() if hasattr(v, "__dict__"))
         for cls in type(obj).__mro__:
             module = sys.modules.get(cls.__module__)
             if module is None or cls.__module__ in ("builtins", "__main__"):

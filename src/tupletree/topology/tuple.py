@@ -72,6 +72,10 @@ class Tuple:
     def select(self, fields: Fields | list[str]) -> list[Any]:
         return self._src.fields.select(fields, self.values)
 
+    def is_settled(self) -> bool:
+        """True once this tuple was acked or failed (further acks/fails are ignored)."""
+        return self._ack_val < 0
+
     def is_tick(self) -> bool:
         """True for the system's tick tuples (``topology.tick.tuple.freq.secs``)."""
         return self._src.stream == "__tick" and self._src.component == "__system"
