@@ -100,8 +100,10 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     last_report = 0.0
     errors_sent = 0
     idle_rounds = 0
+    rounds = 0
     draining_since: float | None = None
     while True:
+        rounds += 1
         msg = control.recv(0)
         while msg is not None:
             kind = msg.get("type")
@@ -144,6 +146,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
                     "idle": idle_rounds > 0 and not transport.blocked(),
                     "frames_sent": transport.frames_sent,
                     "frames_received": transport.frames_received,
+                    "rounds": rounds,
                 }
             )
             last_report = now
