@@ -11,8 +11,6 @@ module-level journal keyed by a string they carry, not through their own attribu
 from __future__ import annotations
 
 import itertools
-import threading
-import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -35,26 +33,9 @@ from tupletree.testing import (
     read_tuples,
 )
 
+from .registry import entries, new_journal, record
+
 TIMEOUT_CONF = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}
-
-# -- a journal that every pickled copy of a component can write to ---------------------
-
-_JOURNAL_LOCK = threading.Lock()
-_JOURNAL: dict[str, list[Any]] = defaultdict(list)
-
-
-def new_journal() -> str:
-    return f"journal-{uuid.uuid4().hex}"
-
-
-def record(key: str, entry: Any) -> None:
-    with _JOURNAL_LOCK:
-        _JOURNAL[key].append(entry)
-
-
-def entries(key: str) -> list[Any]:
-    with _JOURNAL_LOCK:
-        return list(_JOURNAL[key])
 
 
 def is_tick(tup: Any) -> bool:

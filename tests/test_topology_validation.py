@@ -4,7 +4,6 @@ offender), and what every grouping, stream and emit variant delivers where."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -27,6 +26,8 @@ from tupletree.testing import (
     read_tuples,
 )
 from tupletree.topology.groupings import CustomStreamGrouping
+
+from .registry import entries, new_journal, record
 
 CONF = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}
 
@@ -60,25 +61,6 @@ WORDS = [
         "quince",
     ]
 ]
-
-# -- a journal that every pickled copy of a component can write to ---------------------
-
-_JOURNAL_LOCK = threading.Lock()
-_JOURNAL: dict[str, list[Any]] = defaultdict(list)
-
-
-def new_journal() -> str:
-    return f"journal-{uuid.uuid4().hex}"
-
-
-def record(key: str, entry: Any) -> None:
-    with _JOURNAL_LOCK:
-        _JOURNAL[key].append(entry)
-
-
-def entries(key: str) -> list[Any]:
-    with _JOURNAL_LOCK:
-        return list(_JOURNAL[key])
 
 
 def multiset(rows: list[list[Any]]) -> Counter:

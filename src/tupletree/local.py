@@ -14,12 +14,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tupletree.config import validate
+from tupletree.cluster import ClusterBase
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.metrics import aggregate
 from tupletree.runtime.worker import Worker, pickled_components
-from tupletree.topology.builder import Topology, require_topology
+from tupletree.topology.builder import Topology
 
 log = logging.getLogger("tupletree")
 
@@ -93,7 +93,7 @@ class _Runner:
             self.thread.join()
 
 
-class LocalCluster:
+class LocalCluster(ClusterBase):
     """An in-process cluster: ``submit_topology``, ``kill_topology``, ``activate``,
     ``deactivate``, ``metrics``, ``errors``, ``wait_idle`` and, with
     ``simulate_time=True``, ``advance_time``."""
@@ -105,14 +105,8 @@ class LocalCluster:
         drpc_host: str = "127.0.0.1",
         drpc_conf: dict[str, Any] | None = None,
     ) -> None:
-        """``drpc_port`` starts an HTTP DRPC server with the cluster (0: a free port;
-        ``cluster.drpc_server.port`` tells which); topologies submitted here reach it."""
+        super().__init__(drpc_port, drpc_host, drpc_conf)
         self.simulate_time = simulate_time
-        self._drpc = None
-        if drpc_port is not None:
-            from tupletree.drpc.hosting import ClusterDRPC
-
-            self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
@@ -129,13 +123,10 @@ class LocalCluster:
     ) -> None:
         """Start ``topology`` under ``name``; ``inactive=True`` holds its spouts until
         ``activate``. Raises InvalidConfigError / InvalidTopologyError before anything runs."""
-        require_topology(topology)
-        if self._drpc is not None:
-            conf = self._drpc.topology_conf(conf)
-        full_conf = validate(conf)
+        full_conf = self._checked_submission(name, conf, topology, self._workers)
         blobs = pickled_components(topology)
         with self._lock:
-            if name in self._workers:
+            if name in self._workers:  # submitted by another thread meanwhile
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
@@ -223,20 +214,7 @@ class LocalCluster:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    @property
-    def drpc_server(self) -> Any:
-        """The DRPCServer started with ``drpc_port`` (None without one)."""
-        return None if self._drpc is None else self._drpc.server
-
     def shutdown(self) -> None:
         for name in list(self._workers):
             self.kill_topology(name)
-        if self._drpc is not None:
-            self._drpc.stop()
-            self._drpc = None
-
-    def __enter__(self) -> LocalCluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        self._stop_drpc()

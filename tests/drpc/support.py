@@ -3,25 +3,13 @@ its class), and a journal that those copies can write to."""
 
 from __future__ import annotations
 
-import threading
-from collections import defaultdict
 from typing import Any
 
 from tupletree import BasicBolt, Bolt, FailedException
 from tupletree.drpc import DRPCServer, FinishedCallback, TimeoutCallback
 
-_JOURNAL_LOCK = threading.Lock()
-_JOURNAL: dict[str, list[Any]] = defaultdict(list)
-
-
-def record(key: str, entry: Any) -> None:
-    with _JOURNAL_LOCK:
-        _JOURNAL[key].append(entry)
-
-
-def entries(key: str) -> list[Any]:
-    with _JOURNAL_LOCK:
-        return list(_JOURNAL[key])
+from ..registry import entries as entries  # re-exported for the DRPC tests
+from ..registry import record
 
 
 def remote_conf(server: DRPCServer, **extra: Any) -> dict[str, Any]:

@@ -23,12 +23,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from tupletree.config import Config, validate
+from tupletree.cluster import ClusterBase
+from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
 from tupletree.runtime.worker import make_layout, pickled_components
 from tupletree.spark.scheduler import assign
-from tupletree.topology.builder import Topology, require_topology
+from tupletree.topology.builder import Topology
 
 log = logging.getLogger("tupletree")
 
@@ -84,7 +85,7 @@ class _Running:
             self.changed.notify_all()
 
 
-class SparkCluster:
+class SparkCluster(ClusterBase):
     """Run topologies on Spark: ``SparkCluster(spark=None, master=None)``.
 
     ``spark=None`` uses the running SparkSession or starts a local one (``master``,
@@ -102,13 +103,7 @@ class SparkCluster:
         drpc_host: str = "127.0.0.1",
         drpc_conf: dict[str, Any] | None = None,
     ) -> None:
-        """``drpc_port`` starts an HTTP DRPC server in the driver (use
-        ``drpc_host="0.0.0.0"`` when executors run on other machines)."""
-        self._drpc = None
-        if drpc_port is not None:
-            from tupletree.drpc.hosting import ClusterDRPC
-
-            self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
+        super().__init__(drpc_port, drpc_host, drpc_conf)
         self._spark = spark
         self._requested_master = master
         self._owns_session = False
@@ -144,12 +139,7 @@ class SparkCluster:
         from tupletree.spark.launcher import WorkerLauncher
         from tupletree.spark.worker_process import TopologyWorkerMain
 
-        require_topology(topology)
-        if name in self._running:
-            raise ValueError(f"a topology named {name!r} is already running")
-        if self._drpc is not None:
-            conf = self._drpc.topology_conf(conf)
-        full_conf = validate(conf)
+        full_conf = self._checked_submission(name, conf, topology, self._running)
         _ship_user_modules_by_value(topology)
         pickled_components(topology, cloudpickle.dumps)  # names an unpicklable component
         blob = cloudpickle.dumps(topology)
@@ -251,26 +241,13 @@ class SparkCluster:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    @property
-    def drpc_server(self) -> Any:
-        """The DRPCServer started with ``drpc_port`` (None without one)."""
-        return None if self._drpc is None else self._drpc.server
-
     def shutdown(self) -> None:
         for name in list(self._running):
             self.kill_topology(name)
-        if self._drpc is not None:
-            self._drpc.stop()
-            self._drpc = None
+        self._stop_drpc()
         if self._owns_session and self._spark is not None:
             self._spark.stop()
             self._spark = None
-
-    def __enter__(self) -> SparkCluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
 
 def _all_idle(running: _Running, since: float) -> bool:
