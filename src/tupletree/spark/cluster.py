@@ -147,6 +147,7 @@ class SparkCluster(ClusterBase):
         workers = full_conf[Config.TOPOLOGY_WORKERS]
         placement = assign(layout, workers)
         main = TopologyWorkerMain(name, blob, full_conf, placement, active=not inactive)
+        _wait_for_executors(self.spark.sparkContext, workers)
         running = _Running(name, layout, None, active=not inactive)
         launcher = WorkerLauncher(
             self.spark,
@@ -248,6 +249,23 @@ class SparkCluster(ClusterBase):
         if self._owns_session and self._spark is not None:
             self._spark.stop()
             self._spark = None
+
+
+EXECUTOR_WAIT_SECS = 60.0
+
+
+def _wait_for_executors(sc: Any, workers: int) -> None:
+    """On a cluster master, executors register some seconds after the session starts;
+    wait (bounded) until there are slots for every worker, so the launcher's fail-fast
+    slot check judges the cluster, not its start-up. Local masters have their slots at
+    once and are not waited for."""
+    from tupletree.spark.slots import is_local_master, slot_info
+
+    if is_local_master(sc.master):
+        return
+    deadline = time.monotonic() + EXECUTOR_WAIT_SECS
+    while slot_info(sc).free < workers and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def _all_idle(running: _Running, since: float) -> bool:
