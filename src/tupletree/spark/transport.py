@@ -22,6 +22,9 @@ plain ``(task, values, source_index, roots)`` entries with a per-frame table of 
 sources (component, stream, task, fields); acker messages and replies are already
 plain ``(task, item)``. Plain tuples pickle in about 0.5 us per entry and unpickle in
 0.9 us. The receiver rebuilds Tuples, reusing one TupleSource per source.
+``python bench/transport.py`` measures the whole path per item (send ~1.5 us including
+the Tuple, receive ~1.4 us); a columnar variant (per source: lists of tasks, values,
+roots) measured the same within noise and was not kept.
 """
 
 from __future__ import annotations
