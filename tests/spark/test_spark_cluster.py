@@ -3,6 +3,7 @@ LocalCluster, across worker processes, including a worker killed with SIGKILL.""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sqlite3
@@ -254,6 +255,8 @@ class SometimesRaises(BasicBolt):
     outputs: list[str] = []
 
     def execute(self, tup: Any, collector: Any) -> None:
+        if tup[0] == "gamma":
+            logging.getLogger("user.bolt").warning("saw %s in pid %d", tup[0], os.getpid())
         if tup[0].startswith("beta"):
             raise ValueError(f"cannot handle {tup[0]!r}")
 
@@ -277,7 +280,7 @@ class Once(Spout):
 
 def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
     """A bolt raising on some tuples fails those trees, reports the error to the driver,
-    and keeps processing: no worker is restarted."""
+    and keeps processing: no worker is restarted. Its log records reach the driver."""
     b = TopologyBuilder()
     b.set_spout("words", Once(200))
     b.set_bolt("raiser", SometimesRaises(), parallelism=2).shuffle_grouping("words")
@@ -295,6 +298,9 @@ def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
     m = cluster.metrics("raises")
     assert m["words"]["failed"] == 20 and m["words"]["acked"] == 180
     assert any("cannot handle 'beta'" in e for e in cluster.errors("raises"))
+    assert any("user.bolt: saw gamma in pid" in line for line in cluster.logs("raises")), (
+        "worker log records reach the driver"
+    )
     assert {i: w.attempt for i, w in cluster.workers("raises").items()} == attempts
     cluster.kill_topology("raises")
 

@@ -51,6 +51,7 @@ class _Running:
         self.report_times: dict[int, float] = {}
         self.ready: set[tuple[int, int]] = set()
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
+        self.logs: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.changed = threading.Condition(self.lock)
 
     def on_message(self, message: Any) -> None:
@@ -76,6 +77,7 @@ class _Running:
                     f"{msg.get('error')}\n{msg.get('traceback', '')}"
                 )
             elif kind == "log":
+                self.logs.append(f"worker {message.worker} {msg.get('level')}: {msg.get('line')}")
                 log.log(
                     logging.getLevelName(msg.get("level", "INFO")),
                     "worker %s: %s",
@@ -222,6 +224,12 @@ class SparkCluster(ClusterBase):
         running = self._get(name)
         with running.lock:
             return list(running.errors)
+
+    def logs(self, name: str) -> list[str]:
+        """Log records (WARNING and up) the topology's workers logged, oldest first."""
+        running = self._get(name)
+        with running.lock:
+            return list(running.logs)
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once every worker reports an idle round and no frame is in flight

@@ -14,6 +14,7 @@ DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needl
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import zmq
@@ -60,6 +61,8 @@ class TopologyWorkerMain:
                 worker_ref[0].fail_unserializable(item, exc)
 
             transport = Transport(context, advertise_host(control_address), unserializable)
+            forward = _ForwardLogs(control)
+            logging.getLogger().addHandler(forward)
             try:
                 control.register(transport.address, info={"tasks": _local(placement, index)})
                 worker = Worker(
@@ -80,7 +83,47 @@ class TopologyWorkerMain:
                 control.send({"type": "ready", "pid": _pid()})
                 _loop(worker, transport, control, index)
             finally:
+                logging.getLogger().removeHandler(forward)
                 transport.close()
+
+
+class _ForwardLogs(logging.Handler):
+    """Ships this worker's log records (WARNING and up, the user's loggers included) to
+    the driver, where ``SparkCluster.logs(name)`` keeps them and the driver's logging
+    shows them. The executor's own stderr still gets them too.
+
+    tupletree's own records are skipped (task errors already reach the driver through
+    the metrics reports, as ``cluster.errors``), and at most MAX_PER_SEC records a
+    second are sent, so a noisy bolt cannot flood the control channel; the number
+    dropped is sent with the next record that goes out."""
+
+    MAX_PER_SEC = 100
+
+    def __init__(self, control: Any) -> None:
+        super().__init__(logging.WARNING)
+        self.control = control
+        self.window = 0
+        self.sent = 0
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "tupletree" or record.name.startswith("tupletree."):
+            return
+        second = int(record.created)
+        if second != self.window:
+            self.window, self.sent = second, 0
+        if self.sent >= self.MAX_PER_SEC:
+            self.dropped += 1
+            return
+        self.sent += 1
+        line = f"{record.name}: {self.format(record)}"
+        if self.dropped:
+            line += f" ({self.dropped} earlier records dropped: over {self.MAX_PER_SEC}/s)"
+            self.dropped = 0
+        try:
+            self.control.log(line, record.levelname)
+        except Exception:
+            self.handleError(record)
 
 
 def _local(placement: dict[int, int], index: int) -> list[int]:
