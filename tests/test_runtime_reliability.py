@@ -112,3 +112,20 @@ def test_double_ack_is_harmless_and_late_anchor_is_an_error(sim_cluster):
     assert tracker.acked == {"a"}
     (error,) = box.get()["errors"]
     assert "'double'" in error and "already acked" in error
+
+
+def test_feeding_a_spout_wakes_its_worker(sim_cluster):
+    """FeederSpout.feed calls its tasks' context.wakeup, which reaches the worker's wake
+    hook (the real-time runner's event), so an idle worker does not sleep out its pause."""
+    feeder = FeederSpout(["n"])
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder, parallelism=2)
+    b.set_bolt("sink", NeverAcks()).shuffle_grouping("feed")
+    sim_cluster.submit_topology("wake", {}, b.create_topology())
+    woken: list[int] = []
+    sim_cluster._workers["wake"].wake = lambda: woken.append(1)
+    feeder.feed([1])
+    assert len(woken) == 2  # one per spout task
+    sim_cluster.kill_topology("wake")
+    feeder.feed([2])
+    assert len(woken) == 2  # closed tasks unregister

@@ -134,6 +134,7 @@ class LocalCluster(ClusterBase):
             worker.start(active=not inactive)
             return
         runner = _Runner(worker, self.clock)  # type: ignore[arg-type]
+        worker.wake = runner.wake.set
         worker.start(active=not inactive)
         self._runners[name] = runner
         runner.thread.start()

@@ -121,7 +121,7 @@ class FeederSpout(Spout):
         self.stream = stream
         self._key = f"feeder-{uuid.uuid4()}"
         # Hold the registry entry itself (the registry only keeps weak references).
-        self._shared = _shared(self._key, items=deque())
+        self._shared = _shared(self._key, items=deque(), wakeups=[])
         self._queue = self._shared.items
 
     def __getstate__(self) -> dict[str, Any]:
@@ -143,9 +143,17 @@ class FeederSpout(Spout):
     def feed(self, values: list[Any], msg_id: Any = None) -> None:
         """Queue a tuple; ``msg_id=None`` emits it untracked."""
         self._queue.append((list(values), msg_id))
+        for wakeup in list(self._shared.wakeups):
+            wakeup()
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
+        self._wakeup = context.wakeup
+        self._shared.wakeups.append(self._wakeup)
+
+    def close(self) -> None:
+        if self._wakeup in self._shared.wakeups:
+            self._shared.wakeups.remove(self._wakeup)
 
     def next_tuple(self) -> None:
         try:

@@ -78,6 +78,7 @@ class PendingRequests:
         self._requests: dict[str, _Request] = {}
         self._queues: dict[str, deque[_Request]] = {}
         self._registered: dict[str, int] = {}
+        self._wakeups: dict[str, list[Any]] = {}
         self._last_fetch: dict[str, float] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -98,7 +99,10 @@ class PendingRequests:
             self._requests[req.id] = req
             self._queues.setdefault(function, deque()).append(req)
             known = self._known(function)
+            wakeups = list(self._wakeups.get(function, ()))
             self._cond.notify_all()
+        for wakeup in wakeups:  # local spouts' workers may be idle-waiting
+            wakeup()
         if not known:
             req.done.wait(min(self.unknown_function_wait_secs, timeout))
             with self._cond:
@@ -125,13 +129,18 @@ class PendingRequests:
 
     # -- spouts ---------------------------------------------------------------------
 
-    def register(self, function: str) -> None:
-        """A local spout serving ``function`` opened: the function is known."""
+    def register(self, function: str, wakeup: Any = None) -> None:
+        """A local spout serving ``function`` opened: the function is known, and
+        ``wakeup`` (its context's) is called when a request for it arrives."""
         with self._cond:
             self._registered[function] = self._registered.get(function, 0) + 1
+            if wakeup is not None:
+                self._wakeups.setdefault(function, []).append(wakeup)
 
-    def unregister(self, function: str) -> None:
+    def unregister(self, function: str, wakeup: Any = None) -> None:
         with self._cond:
+            if wakeup is not None and wakeup in self._wakeups.get(function, ()):
+                self._wakeups[function].remove(wakeup)
             n = self._registered.get(function, 0) - 1
             if n > 0:
                 self._registered[function] = n

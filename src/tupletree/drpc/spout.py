@@ -70,7 +70,8 @@ class DRPCSpout(Spout):
         self._remote: _RemoteSource | None = None
         if self.local_key is not None:
             self._book = registry.lookup(self.local_key)
-            self._book.register(self.function)
+            self._wakeup = context.wakeup
+            self._book.register(self.function, self._wakeup)
             return
         servers = _servers(conf)
         tasks = context.this_component_tasks()
@@ -123,7 +124,7 @@ class DRPCSpout(Spout):
     def close(self) -> None:
         if self._remote is None:
             if self.local_key is not None and hasattr(self, "_book"):
-                self._book.unregister(self.function)
+                self._book.unregister(self.function, getattr(self, "_wakeup", None))
             return
         self._remote.stop()
 

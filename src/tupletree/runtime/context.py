@@ -33,7 +33,12 @@ class TopologyContext:
     """Per task: ``task_id``, ``component_id``, and lookups over the whole topology."""
 
     def __init__(
-        self, layout: TaskLayout, task_id: int, conf: dict[str, Any], topology_name: str
+        self,
+        layout: TaskLayout,
+        task_id: int,
+        conf: dict[str, Any],
+        topology_name: str,
+        wakeup: Any = None,
     ) -> None:
         self._layout = layout
         self.task_id = task_id
@@ -41,6 +46,14 @@ class TopologyContext:
         self.conf = conf
         self.topology_name = topology_name
         self.custom_metrics: dict[str, Any] = {}
+        self._wakeup = wakeup
+
+    def wakeup(self) -> None:
+        """Wake this task's worker if it is idle. Safe from any thread: a spout fed by
+        another thread (a queue client's callback, a test) calls it after adding work,
+        so the worker does not sleep out its idle pause first."""
+        if self._wakeup is not None:
+            self._wakeup()
 
     def register_metric(self, name: str, fn: Any) -> None:
         """Report ``fn()`` under ``metrics(topology)[component]["custom"][name][task]``

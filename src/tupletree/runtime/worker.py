@@ -147,6 +147,8 @@ class Worker:
         self.active = False
         # Extra backpressure, e.g. a transport whose peers do not take frames.
         self.external_backpressure: Callable[[], bool] | None = None
+        # Set by whoever drives the worker: interrupts its idle wait (any thread).
+        self.wake: Callable[[], None] | None = None
         self._timers: list[_Timer] = []
         self._seed = seed
         self.acker_tasks = self.layout.component_to_tasks.get(ACKER_COMPONENT, [])
@@ -184,6 +186,11 @@ class Worker:
             return SpoutExecutor(task, component, obj, self._report, self.now, max_pending)
         return BoltExecutor(task, component, obj, spec.is_basic, self._report)
 
+    def _wakeup(self) -> None:
+        wake = self.wake
+        if wake is not None:
+            wake()
+
     def _report(self, executor: Executor, exc: BaseException, where: str) -> None:
         text = format_error(executor, exc, where)
         self.errors.append(text)
@@ -200,7 +207,7 @@ class Worker:
         for task, ex in self.executors.items():
             component = ex.component_id
             conf = self._task_conf(component)
-            context = TopologyContext(self.layout, task, conf, self.name)
+            context = TopologyContext(self.layout, task, conf, self.name, self._wakeup)
             ex.context = context
             if isinstance(ex, AckerExecutor):
                 if timeouts:
