@@ -152,8 +152,9 @@ class FeederSpout(Spout):
         self._shared.wakeups.append(self._wakeup)
 
     def close(self) -> None:
-        if self._wakeup in self._shared.wakeups:
-            self._shared.wakeups.remove(self._wakeup)
+        wakeup = getattr(self, "_wakeup", None)  # absent if open() never ran
+        if wakeup in self._shared.wakeups:
+            self._shared.wakeups.remove(wakeup)
 
     def next_tuple(self) -> None:
         try:
