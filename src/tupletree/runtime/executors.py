@@ -46,7 +46,9 @@ class Executor:
         self.inbox: deque[Any] = deque()
         self.metrics = TaskMetrics()
         self._report = report
-        self.broken = False  # open/prepare raised: the task does not run
+        # A spout whose open() raised is never polled. (A bolt whose prepare() raised
+        # still runs: its execute() errors are reported tuple by tuple, as in Storm.)
+        self.broken = False
         self.context: Any = None
 
     def snapshot(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
 from tupletree.reliability.ids import IdGenerator
-from tupletree.reliability.protocol import ACKER_COMPONENT, SYSTEM_COMPONENT, TICK_STREAM
+from tupletree.reliability.protocol import ACKER_COMPONENT, FAIL, SYSTEM_COMPONENT, TICK_STREAM
 from tupletree.runtime.collectors import (
     BasicOutputCollector,
     OutputCollector,
@@ -235,8 +235,8 @@ class Worker:
                 if timeouts and self.acker_tasks:
                     self._add_timer(now, timeout, ex.expire)
                 ex.call(ex.spout.open, conf, context, ex.collector, where="open")
-                if ex.metrics.errors:
-                    ex.broken = True
+                # open() reported an error (the only one this task can have had yet).
+                ex.broken = ex.metrics.errors > 0
             else:
                 assert isinstance(ex, BoltExecutor)
                 ex.collector = OutputCollector(*args)
@@ -320,8 +320,7 @@ class Worker:
         return progressed
 
     def _backpressured(self) -> bool:
-        limit = self.buffer_limit
-        if any(len(ex.inbox) > limit for ex in self.bolts):
+        if self.over_limit():
             return True
         return self.external_backpressure is not None and self.external_backpressure()
 
@@ -345,18 +344,12 @@ class Worker:
             log.error("topology %s: cannot serialize %r: %s", self.name, item, exc)
             return
         src = item._src
-        ex = self.executors.get(src.task)
         err = TypeError(
             f"component {src.component!r} stream {src.stream!r}: a value of {item.values!r} "
             f"cannot be serialized to send it to another worker: {type(exc).__name__}: {exc}"
         )
-        if ex is not None:
-            ex.report(err, "emit")
-        else:
-            self.errors.append(str(err))
-            self.error_count += 1
-        from tupletree.reliability.protocol import FAIL
-
+        # Only this worker's own tasks fill its outgoing buffers: the emitter is local.
+        self.executors[src.task].report(err, "emit")
         acker_tasks = self.acker_tasks
         for root in item._roots or {}:
             self.inboxes[acker_tasks[root % len(acker_tasks)]].append((FAIL, root, 0, 0))

@@ -15,6 +15,7 @@ DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needl
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import zmq
@@ -63,14 +64,15 @@ class TopologyWorkerMain:
             transport = Transport(context, advertise_host(control_address), unserializable)
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
+            local_tasks = _local(placement, index)
             try:
-                control.register(transport.address, info={"tasks": _local(placement, index)})
+                control.register(transport.address, info={"tasks": local_tasks})
                 worker = Worker(
                     self.name,
                     topology,
                     self.conf,
                     RealClock().now,
-                    local_tasks=_local(placement, index),
+                    local_tasks=local_tasks,
                     remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
                     components=pickled_components(topology, cloudpickle.dumps),
                 )
@@ -80,7 +82,7 @@ class TopologyWorkerMain:
                     if peer != index:
                         transport.set_peer(peer, address)
                 worker.start(active=self.active)
-                control.send({"type": "ready", "pid": _pid()})
+                control.send({"type": "ready", "pid": os.getpid()})
                 _loop(worker, transport, control, index)
             finally:
                 logging.getLogger().removeHandler(forward)
@@ -130,12 +132,6 @@ def _local(placement: dict[int, int], index: int) -> list[int]:
     return sorted(t for t, w in placement.items() if w == index)
 
 
-def _pid() -> int:
-    import os
-
-    return os.getpid()
-
-
 def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     clock_now = worker.now
     poller = zmq.Poller()
@@ -158,10 +154,8 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
                 for peer, address in msg["peers"].items():
                     if peer != index:
                         transport.set_peer(peer, address)
-            elif kind == "stop" and draining_since is None:
-                worker.deactivate()
-                draining_since = clock_now()
             msg = control.recv(0)
+        # Set by the client for a "stop" message and for a driver gone silent alike.
         if control.stop_requested.is_set() and draining_since is None:
             worker.deactivate()
             draining_since = clock_now()
@@ -179,19 +173,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         else:
             idle_rounds += 1
         if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
-            new_errors = worker.errors_since(errors_sent)
-            errors_sent = worker.error_count
-            control.send(
-                {
-                    "type": "metrics",
-                    "snapshot": worker.metrics_snapshot(),
-                    "errors": new_errors,
-                    "idle": idle_rounds > 0 and not transport.blocked(),
-                    "frames_sent": transport.frames_sent,
-                    "frames_received": transport.frames_received,
-                    "rounds": rounds,
-                }
-            )
+            errors_sent = _report(worker, transport, control, errors_sent, rounds, idle_rounds > 0)
             last_report = now
         if draining_since is not None and (
             (idle_rounds > 2 and not transport.blocked()) or now - draining_since > DRAIN_SECS
@@ -200,14 +182,29 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         if not progressed and not received:
             poller.poll(IDLE_WAIT_MS)
     worker.shutdown()
+    _report(worker, transport, control, errors_sent, rounds, idle=True, final=True)
+
+
+def _report(
+    worker: Worker,
+    transport: Any,
+    control: Any,
+    errors_sent: int,
+    rounds: int,
+    idle: bool,
+    final: bool = False,
+) -> int:
+    """Send the driver this worker's metrics and new errors; return the errors sent."""
     control.send(
         {
             "type": "metrics",
             "snapshot": worker.metrics_snapshot(),
             "errors": worker.errors_since(errors_sent),
-            "idle": True,
+            "idle": idle and not transport.blocked(),
             "frames_sent": transport.frames_sent,
             "frames_received": transport.frames_received,
-            "final": True,
+            "rounds": rounds,
+            "final": final,
         }
     )
+    return worker.error_count
