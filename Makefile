@@ -5,14 +5,32 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# tupletree is installed, not linked (-e): the build compiles the hot path with mypyc
+# (setup.py), and an in-place .so would shadow later edits of its .py. So any change
+# under src/ reinstalls (about a minute). TUPLETREE_PURE=1 builds without compiling.
+SOURCES := pyproject.toml setup.py $(shell find src -name '*.py')
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-pure lint bench clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(STAMP): $(SOURCES)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -rf build  # setuptools would package a stale build/lib
+	$(BIN)/python -m pip install --quiet '.[dev]'
 	touch $(STAMP)
+
+# The same suite (Spark tests aside) against an interpreted build, the fallback that a
+# machine without a C compiler gets.
+PURE := .venv-pure
+$(PURE)/.installed: $(SOURCES)
+	test -x $(PURE)/bin/python || $(PYTHON) -m venv $(PURE)
+	$(PURE)/bin/python -m pip install --quiet --upgrade pip
+	rm -rf build
+	TUPLETREE_PURE=1 $(PURE)/bin/python -m pip install --quiet '.[dev]'
+	touch $@
+
+test-pure: $(PURE)/.installed
+	TUPLETREE_PURE=1 $(PURE)/bin/python -m pytest -m "not spark"
 
 run: $(STAMP)
 	$(BIN)/tupletree run examples/word_count.py
@@ -27,4 +45,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(PURE) build .pytest_cache .ruff_cache .hypothesis

@@ -23,7 +23,7 @@ import tracemalloc
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import baseline, wordcount
-from tupletree import LocalCluster
+from tupletree import LocalCluster, compiled
 from tupletree.reliability.acker import AckerLedger
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import ACK, INIT
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
     total = 300_000 // scale
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {compiled.describe()}")
     peak = None
     if args.only in (None, "wordcount"):
         runs = [run_wordcount(total) for _ in range(3)]

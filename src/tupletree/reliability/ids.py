@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+from collections.abc import Callable
 
 _BATCH = 1024
 _UNPACK = struct.Struct(f"<{_BATCH}Q").unpack
@@ -30,7 +31,7 @@ class IdGenerator:
         self._buf: list[int] = []
         # Hot paths call ``pop()`` (a C method) and fall back to ``next_id()`` on
         # IndexError, which refills: no Python frame per id.
-        self.pop = self._buf.pop
+        self.pop: Callable[[], int] = self._buf.pop
 
     def next_id(self) -> int:
         buf = self._buf
@@ -38,7 +39,8 @@ class IdGenerator:
             self._refill()
         return buf.pop()
 
-    __call__ = next_id
+    def __call__(self) -> int:
+        return self.next_id()
 
     def _refill(self) -> None:
         # One big draw split by struct (C speed); zeros dropped.

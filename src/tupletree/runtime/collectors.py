@@ -21,7 +21,7 @@ Design notes:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from tupletree.errors import EmitError
 from tupletree.reliability.anchoring import anchor_child
@@ -31,7 +31,7 @@ from tupletree.runtime.routing import StreamRoute
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple
 
-SETTLED = -1
+SETTLED: Final = -1
 
 
 def _resolve(
@@ -147,8 +147,20 @@ class SpoutOutputCollector(_Base):
 
     __slots__ = ("_executor", "_local_ackers", "_next_local")
 
-    def __init__(self, executor: Any, *args: Any, local_ackers: list[int] | None = None) -> None:
-        super().__init__(*args)
+    def __init__(
+        self,
+        executor: Any,
+        component: str,
+        task: int,
+        routes: dict[str, StreamRoute],
+        inboxes: dict[int, Any],
+        acker_tasks: list[int],
+        ids: IdGenerator,
+        metrics: Any,
+        report: Callable[[BaseException], None],
+        local_ackers: list[int] | None = None,
+    ) -> None:
+        super().__init__(component, task, routes, inboxes, acker_tasks, ids, metrics, report)
         self._executor = executor
         n = self._n_ackers
         local = sorted(local_ackers or [])
@@ -156,9 +168,7 @@ class SpoutOutputCollector(_Base):
         self._local_ackers = local if n and 0 < len(local) < n else None
         self._next_local = 0
 
-    def emit(
-        self, values: list[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM
-    ) -> list[int]:
+    def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
         if route is None or values.__class__ is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
@@ -167,7 +177,7 @@ class SpoutOutputCollector(_Base):
         return targets
 
     def emit_direct(
-        self, task: int, values: list[Any], msg_id: Any = None, stream: str = DEFAULT_STREAM
+        self, task: int, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM
     ) -> list[int]:
         route, values = self._direct_route(task, values, stream)
         targets = [task]
@@ -225,13 +235,21 @@ class OutputCollector(_Base):
 
     __slots__ = ("acks",)
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(
+        self,
+        component: str,
+        task: int,
+        routes: dict[str, StreamRoute],
+        inboxes: dict[int, Any],
+        acker_tasks: list[int],
+        ids: IdGenerator,
+        metrics: Any,
+        report: Callable[[BaseException], None],
+    ) -> None:
+        super().__init__(component, task, routes, inboxes, acker_tasks, ids, metrics, report)
         self.acks: dict[int, int] = {}
 
-    def emit(
-        self, values: list[Any], anchors: Any = None, stream: str = DEFAULT_STREAM
-    ) -> list[int]:
+    def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
         if route is None or values.__class__ is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
@@ -243,7 +261,7 @@ class OutputCollector(_Base):
         return targets
 
     def emit_direct(
-        self, task: int, values: list[Any], anchors: Any = None, stream: str = DEFAULT_STREAM
+        self, task: int, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM
     ) -> list[int]:
         route, values = self._direct_route(task, values, stream)
         targets = [task]
@@ -382,7 +400,7 @@ class BasicOutputCollector:
         self._next_id = out._next_id
         self.input: Tuple | None = None
 
-    def emit(self, values: list[Any], stream: str = DEFAULT_STREAM) -> list[int]:
+    def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
         if route is None or values.__class__ is not list or len(values) != route.nfields:
             route, values = self._out._checked(stream, values)
@@ -393,7 +411,8 @@ class BasicOutputCollector:
         inboxes = self._inboxes
         src = route.src
         anchor = self.input
-        roots = anchor._roots  # type: ignore[union-attr]
+        assert anchor is not None
+        roots: dict[int, int] | None = anchor._roots
         if roots is None:
             for t in targets:
                 inboxes[t].append(Tuple(values, src))
@@ -406,7 +425,7 @@ class BasicOutputCollector:
                     edge = pop()
                 except IndexError:
                     edge = self._next_id()
-                anchor._ack_val ^= edge  # type: ignore[union-attr]
+                anchor._ack_val ^= edge
                 inboxes[t].append(Tuple(values, src, {root: edge}))
             return targets
         for t in targets:
@@ -418,7 +437,7 @@ class BasicOutputCollector:
             inboxes[t].append(Tuple(values, src, dict.fromkeys(roots, edge)))
         return targets
 
-    def emit_direct(self, task: int, values: list[Any], stream: str = DEFAULT_STREAM) -> list[int]:
+    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         return self._out.emit_direct(task, values, self.input, stream)
 
     def reset_timeout(self, tup: Tuple | None = None) -> None:

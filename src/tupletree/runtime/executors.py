@@ -33,6 +33,7 @@ from tupletree.runtime.collectors import (
     SpoutOutputCollector,
 )
 from tupletree.runtime.metrics import LatencyHistogram, TaskMetrics
+from tupletree.topology.tuple import Tuple
 
 
 class Executor:
@@ -209,12 +210,14 @@ class BoltExecutor(Executor):
         pop = inbox.popleft
         if self.basic:
             # BasicBolt: auto-ack inlined (OutputCollector.ack's logic), the hottest loop.
+            # The annotated locals let the compiled build read Tuple's fields directly
+            # (195,714 -> 151,227 instructions per sentence with them, bench/instructions.sh).
             bc = self.basic_collector
             execute = self.bolt.execute
-            acks = out.acks
+            acks: dict[int, int] = out.acks
             failed = 0
             for _ in range(n):
-                tup = pop()
+                tup: Tuple = pop()
                 bc.input = tup  # type: ignore[union-attr]
                 try:
                     execute(tup, bc)
@@ -227,9 +230,9 @@ class BoltExecutor(Executor):
                     out.fail(tup)
                     failed += 1
                     continue
-                ack_val = tup._ack_val
+                ack_val: int = tup._ack_val
                 tup._ack_val = SETTLED
-                roots = tup._roots
+                roots: dict[int, int] | None = tup._roots
                 if roots:
                     for root, edge in roots.items():
                         acks[root] = acks.get(root, 0) ^ edge ^ ack_val

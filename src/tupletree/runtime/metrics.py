@@ -76,9 +76,18 @@ class LatencyHistogram:
 class TaskMetrics:
     __slots__ = (*COUNTERS, "latency")
 
+    # Each counter is assigned by name, not by setattr over COUNTERS, so that mypyc sees
+    # the attributes and compiles them to native fields; COUNTERS stays the one list
+    # that snapshots and aggregates read.
+
     def __init__(self) -> None:
-        for name in COUNTERS:
-            setattr(self, name, 0)
+        self.emitted = 0
+        self.transferred = 0
+        self.executed = 0
+        self.acked = 0
+        self.failed = 0
+        self.timed_out = 0
+        self.errors = 0
         self.latency: LatencyHistogram | None = None
 
     def snapshot(self) -> dict[str, Any]:
@@ -119,10 +128,10 @@ def aggregate(
             task_entry["complete_latency_ms"] = None
         entry["tasks"][task] = task_entry
     for comp, entry in out.items():
-        h = hists.get(comp)
-        entry["complete_latency_ms"] = h.mean_ms() if h else None
-        entry["complete_latency_p50_ms"] = h.percentile(50) if h else None
-        entry["complete_latency_p99_ms"] = h.percentile(99) if h else None
+        hc = hists.get(comp)
+        entry["complete_latency_ms"] = hc.mean_ms() if hc else None
+        entry["complete_latency_p50_ms"] = hc.percentile(50) if hc else None
+        entry["complete_latency_p99_ms"] = hc.percentile(99) if hc else None
     return out
 
 
