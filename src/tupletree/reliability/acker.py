@@ -28,6 +28,7 @@ outcome from ``protocol``; the caller delivers it. Nothing here does I/O or read
 
 from __future__ import annotations
 
+from tupletree.reliability.ids import Id
 from tupletree.reliability.protocol import (
     ACKED,
     ACKER_BUCKETS,
@@ -37,7 +38,7 @@ from tupletree.reliability.protocol import (
 )
 from tupletree.reliability.rotating_map import RotatingMap
 
-Outcome = tuple[int, int, int]
+Outcome = tuple[int, Id, int]  # (outcome, root, spout_task)
 
 VAL, SPOUT_TASK, FAILED_FLAG = 0, 1, 2
 
@@ -46,10 +47,10 @@ class AckerLedger:
     __slots__ = ("_pending", "high_water")
 
     def __init__(self, high_water: int = 2**20, num_buckets: int = ACKER_BUCKETS) -> None:
-        self._pending: RotatingMap[int, list] = RotatingMap(num_buckets)
+        self._pending: RotatingMap[Id, list] = RotatingMap(num_buckets)
         self.high_water = high_water
 
-    def init(self, root: int, val: int, spout_task: int) -> Outcome | None:
+    def init(self, root: Id, val: Id, spout_task: int) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
             if len(self._pending) >= self.high_water:
@@ -60,7 +61,7 @@ class AckerLedger:
             rec[SPOUT_TASK] = spout_task
         return self._settle(root, rec)
 
-    def ack(self, root: int, val: int) -> Outcome | None:
+    def ack(self, root: Id, val: Id) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
             if len(self._pending) >= self.high_water:
@@ -70,7 +71,7 @@ class AckerLedger:
         rec[VAL] ^= val
         return self._settle(root, rec)
 
-    def fail(self, root: int) -> Outcome | None:
+    def fail(self, root: Id) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
             # The fail beat the init: remember it, the init will settle the tree.
@@ -81,7 +82,7 @@ class AckerLedger:
             rec[FAILED_FLAG] = True
         return self._settle(root, rec)
 
-    def reset(self, root: int) -> Outcome | None:
+    def reset(self, root: Id) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
             return None
@@ -90,7 +91,7 @@ class AckerLedger:
             return None
         return (RESET_TIMEOUT, root, rec[SPOUT_TASK])
 
-    def _settle(self, root: int, rec: list) -> Outcome | None:
+    def _settle(self, root: Id, rec: list) -> Outcome | None:
         spout_task = rec[SPOUT_TASK]
         if spout_task is not None:
             if rec[FAILED_FLAG]:
@@ -108,7 +109,7 @@ class AckerLedger:
             if rec[SPOUT_TASK] is not None
         ]
 
-    def value(self, root: int) -> int | None:
+    def value(self, root: Id) -> Id | None:
         """The tree's current XOR value (None if not held): for tests and debugging."""
         rec = self._pending.get(root)
         return None if rec is None else rec[VAL]

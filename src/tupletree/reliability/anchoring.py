@@ -23,13 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tupletree.reliability.ids import Id
 
-def anchor_child(anchors: Iterable[Any], next_id: Callable[[], int]) -> dict[int, int] | None:
+
+def anchor_child(anchors: Iterable[Any], next_id: Callable[[], Id]) -> dict[Id, Id] | None:
     """Roots of a child emitted to one target task, anchored to ``anchors``.
 
     Mutates each tracked anchor's ``_ack_val``. Returns None if no anchor is tracked.
     """
-    roots: dict[int, int] | None = None
+    roots: dict[Id, Id] | None = None
     for anchor in anchors:
         anchor_roots = anchor._roots
         if not anchor_roots:
@@ -43,7 +45,7 @@ def anchor_child(anchors: Iterable[Any], next_id: Callable[[], int]) -> dict[int
     return roots
 
 
-def ack_values(tup: Any) -> list[tuple[int, int]]:
+def ack_values(tup: Any) -> list[tuple[Id, Id]]:
     """The ``(root, value)`` acker messages that acking ``tup`` sends."""
     roots = tup._roots
     if not roots:
@@ -52,7 +54,7 @@ def ack_values(tup: Any) -> list[tuple[int, int]]:
     return [(root, edge ^ ack_val) for root, edge in roots.items()]
 
 
-def spout_edges(n_targets: int, next_id: Callable[[], int]) -> tuple[list[int], int]:
+def spout_edges(n_targets: int, next_id: Callable[[], Id]) -> tuple[list[Id], Id]:
     """Edge ids for a spout tuple sent to ``n_targets`` tasks, and the init value."""
     edges = [next_id() for _ in range(n_targets)]
     init = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tupletree.reliability.ids import Id
 from tupletree.reliability.protocol import SPOUT_PENDING_BUCKETS
 from tupletree.reliability.rotating_map import RotatingMap
 
@@ -19,16 +20,16 @@ class SpoutPending:
     __slots__ = ("_map",)
 
     def __init__(self, num_buckets: int = SPOUT_PENDING_BUCKETS) -> None:
-        self._map: RotatingMap[int, tuple[Any, float]] = RotatingMap(num_buckets)
+        self._map: RotatingMap[Id, tuple[Any, float]] = RotatingMap(num_buckets)
 
-    def add(self, root: int, msg_id: Any, emit_time: float) -> None:
+    def add(self, root: Id, msg_id: Any, emit_time: float) -> None:
         self._map.put_new(root, (msg_id, emit_time))
 
-    def settle(self, root: int) -> tuple[Any, float] | None:
+    def settle(self, root: Id) -> tuple[Any, float] | None:
         """Remove and return ``(msg_id, emit_time)``, or None if not pending."""
         return self._map.remove(root)
 
-    def reset(self, root: int) -> bool:
+    def reset(self, root: Id) -> bool:
         """Restart the tree's countdown; False if it is no longer pending."""
         entry = self._map.remove(root)
         if entry is None:
@@ -36,7 +37,7 @@ class SpoutPending:
         self._map.put_new(root, entry)
         return True
 
-    def rotate(self) -> list[tuple[int, Any]]:
+    def rotate(self) -> list[tuple[Id, Any]]:
         """Expire the oldest cohort: ``[(root, msg_id), ...]`` timed out."""
         return [(root, entry[0]) for root, entry in self._map.rotate().items()]
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from tupletree.errors import EmitError
 from tupletree.reliability.anchoring import anchor_child
-from tupletree.reliability.ids import IdGenerator
+from tupletree.reliability.ids import Id, IdGenerator
 from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
 from tupletree.runtime.routing import StreamRoute
 from tupletree.topology.components import DEFAULT_STREAM
@@ -219,7 +219,7 @@ class SpoutOutputCollector(_Base):
         self._executor.track(root, msg_id)
         inboxes[self._acker_tasks[root % self._n_ackers]].append((INIT, root, init, self._task))
 
-    def _steer(self, root: int, local: list[int]) -> int:
+    def _steer(self, root: Id, local: list[int]) -> Id:
         n = self._n_ackers
         i = self._next_local
         self._next_local = i + 1 if i + 1 < len(local) else 0
@@ -247,7 +247,7 @@ class OutputCollector(_Base):
         report: Callable[[BaseException], None],
     ) -> None:
         super().__init__(component, task, routes, inboxes, acker_tasks, ids, metrics, report)
-        self.acks: dict[int, int] = {}
+        self.acks: dict[Id, Id] = {}
 
     def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
@@ -412,7 +412,7 @@ class BasicOutputCollector:
         src = route.src
         anchor = self.input
         assert anchor is not None
-        roots: dict[int, int] | None = anchor._roots
+        roots: dict[Id, Id] | None = anchor._roots
         if roots is None:
             for t in targets:
                 inboxes[t].append(Tuple(values, src))

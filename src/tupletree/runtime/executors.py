@@ -16,6 +16,7 @@ from typing import Any
 
 from tupletree.errors import FailedException
 from tupletree.reliability.acker import AckerLedger
+from tupletree.reliability.ids import Id
 from tupletree.reliability.pending import SpoutPending
 from tupletree.reliability.protocol import (
     ACK,
@@ -101,7 +102,7 @@ class SpoutExecutor(Executor):
         snap["pending"] = len(self.pending)
         return snap
 
-    def track(self, root: int, msg_id: Any) -> None:
+    def track(self, root: Id, msg_id: Any) -> None:
         self.pending.add(root, msg_id, self._now())
 
     def can_poll(self) -> bool:
@@ -211,10 +212,10 @@ class BoltExecutor(Executor):
         if self.basic:
             # BasicBolt: auto-ack inlined (OutputCollector.ack's logic), the hottest loop.
             # The annotated locals let the compiled build read Tuple's fields directly
-            # (195,714 -> 151,227 instructions per sentence with them, bench/instructions.sh).
+            # (166,915 -> 151,227 instructions per sentence with them, bench/instructions.sh).
             bc = self.basic_collector
             execute = self.bolt.execute
-            acks: dict[int, int] = out.acks
+            acks: dict[Id, Id] = out.acks
             failed = 0
             for _ in range(n):
                 tup: Tuple = pop()
@@ -230,9 +231,9 @@ class BoltExecutor(Executor):
                     out.fail(tup)
                     failed += 1
                     continue
-                ack_val: int = tup._ack_val
+                ack_val: Id = tup._ack_val
                 tup._ack_val = SETTLED
-                roots: dict[int, int] | None = tup._roots
+                roots: dict[Id, Id] | None = tup._roots
                 if roots:
                     for root, edge in roots.items():
                         acks[root] = acks.get(root, 0) ^ edge ^ ack_val

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tupletree.reliability.ids import Id
 from tupletree.topology.fields import Fields
 
 
@@ -42,12 +43,12 @@ class Tuple:
     __slots__ = ("_ack_val", "_roots", "_src", "values")
 
     def __init__(
-        self, values: list[Any], src: TupleSource, roots: dict[int, int] | None = None
+        self, values: list[Any], src: TupleSource, roots: dict[Id, Id] | None = None
     ) -> None:
         self.values = values
         self._src = src
         self._roots = roots
-        self._ack_val = 0
+        self._ack_val: Id = 0
 
     @property
     def fields(self) -> Fields:
