@@ -21,6 +21,28 @@ def test_ids_reproducible_with_seed_and_differ_between_seeds():
     assert seq_a != [c.next_id() for _ in range(3000)]
 
 
+def test_unseeded_ids_come_from_the_os_and_are_distinct_per_generator():
+    """Unseeded generators (os.urandom) never share a sequence, e.g. after a fork."""
+    a, b = IdGenerator(), IdGenerator()
+    ids_a = [a.next_id() for _ in range(3000)]
+    ids_b = [b.next_id() for _ in range(3000)]
+    assert all(0 < i < 2**64 for i in ids_a + ids_b)
+    assert len(set(ids_a) | set(ids_b)) == 6000
+
+
+def test_zero_ids_are_dropped_and_the_hot_path_pop_sees_the_refill():
+    """A drawn 0 would be invisible to XOR: it is dropped. Hot paths hold ``gen.pop``
+    (the buffer's own pop), so the refill must keep the same buffer object."""
+    gen = IdGenerator(1)
+    # Every other 8-byte id is all zero bytes.
+    gen._random_bytes = lambda n: (bytes(8) + b"\x01" * 8) * (n // 16)
+    pop = gen.pop
+    first = gen.next_id()
+    rest = [pop() for _ in range(511)]
+    assert {first, *rest} == {int.from_bytes(b"\x01" * 8, "little")}
+    assert len(rest) == 511  # 1024 drawn, 512 zeros dropped, 512 served
+
+
 def test_pending_settles_once():
     """A root is settled once; a later ack/fail for it finds nothing."""
     p = SpoutPending()
