@@ -52,7 +52,7 @@ def ext_modules() -> list:
         return mypycify(
             [os.path.join("src", m) for m in HOT_MODULES], opt_level="3", group_name="tupletree"
         )
-    except BaseException as exc:  # mypyc reports type errors by SystemExit
+    except (Exception, SystemExit) as exc:  # mypyc reports type errors by SystemExit
         warn(f"mypyc refused the sources ({type(exc).__name__}: {exc})")
         return []
 
