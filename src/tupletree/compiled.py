@@ -5,7 +5,9 @@ core) is plain, type-annotated Python that mypyc compiles to C extension modules
 tupletree is built (setup.py). The compiled code runs the same source with the same
 semantics and a third fewer instructions (word count: 195,714 -> 129,488 per sentence,
 bench/instructions.sh; about 1.5x the sentences/s); where no C compiler is at hand, or
-with ``TUPLETREE_PURE=1`` at build time, the same modules run interpreted. The rules that keep these modules compilable: no attributes created with
+with ``TUPLETREE_PURE=1`` at build time, the same modules run interpreted.
+
+The rules that keep these modules compilable and fast: no attributes created with
 ``setattr``, no ``*args`` forwarding to ``super().__init__``, no method aliases in class
 bodies, ``Any`` on parameters that user code passes (mypyc checks annotated types at
 run time, so ``values: list`` would turn EmitError's clear message into a TypeError),
