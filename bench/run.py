@@ -29,8 +29,6 @@ from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import ACK, INIT
 from tupletree.runtime.executors import AckerExecutor
 
-TUPLES_PER_SENTENCE = 11  # the sentence and its 10 words
-
 
 def run_wordcount(total: int, rate: float | None = None, max_pending: int = 1000) -> dict:
     """Run the tracked word count to completion on a real-time LocalCluster."""
@@ -39,23 +37,11 @@ def run_wordcount(total: int, rate: float | None = None, max_pending: int = 1000
         cluster.submit_topology(
             "bench", wordcount.conf(max_pending), wordcount.topology(total, rate)
         )
-        while True:
-            m = cluster.metrics("bench")["sentences"]
-            if m["acked"] + m["failed"] >= total:
-                break
-            time.sleep(0.05)  # metrics() takes the GIL from the worker thread
-        elapsed = time.perf_counter() - start
-        metrics = cluster.metrics("bench")
-        if metrics["sentences"]["failed"]:
-            raise SystemExit(f"benchmark: {metrics['sentences']['failed']} sentences failed")
-    s = metrics["sentences"]
-    return {
-        "sentences_per_s": total / elapsed,
-        "tuples_per_s": total * TUPLES_PER_SENTENCE / elapsed,
-        "p50_ms": s["complete_latency_p50_ms"],
-        "p99_ms": s["complete_latency_p99_ms"],
-        "elapsed_s": elapsed,
-    }
+        elapsed, metrics = wordcount.run_to_completion(cluster, "bench", total, start)
+    result = wordcount.figures(total, elapsed, metrics)
+    if result["failed"]:
+        raise SystemExit(f"benchmark: {result['failed']} sentences failed")
+    return result
 
 
 def acker_updates(trees: int) -> float:

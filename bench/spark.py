@@ -12,8 +12,6 @@ from typing import Any
 from bench import wordcount
 from tupletree import Config, TopologyBuilder
 
-TUPLES_PER_SENTENCE = 11
-
 
 def topology(total_per_spout: int, workers: int, rate: float | None = None) -> Any:
     b = TopologyBuilder()
@@ -36,23 +34,9 @@ def run(cluster: Any, workers: int, total: int, rate: float | None = None) -> di
     name = f"bench-{workers}"
     cluster.submit_topology(name, conf, topology(total // workers, workers, rate), inactive=True)
     cluster.activate(name)
-    start = time.perf_counter()
-    while True:
-        m = cluster.metrics(name)["sentences"]
-        if m["acked"] + m["failed"] >= total:
-            break
-        time.sleep(0.05)
-    elapsed = time.perf_counter() - start
-    m = cluster.metrics(name)
+    elapsed, m = wordcount.run_to_completion(cluster, name, total, time.perf_counter())
     cluster.kill_topology(name)
-    s = m["sentences"]
-    return {
-        "sentences_per_s": total / elapsed,
-        "tuples_per_s": total * TUPLES_PER_SENTENCE / elapsed,
-        "p50_ms": s["complete_latency_p50_ms"],
-        "p99_ms": s["complete_latency_p99_ms"],
-        "failed": s["failed"],
-    }
+    return wordcount.figures(total, elapsed, m)
 
 
 def main(total: int, local_peak: float | None, fmt: Any) -> None:

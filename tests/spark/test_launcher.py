@@ -11,7 +11,7 @@ import pytest
 import workerfns
 
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
-from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive
+from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive, wait_pids_gone
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -28,15 +28,6 @@ def collect(launcher: WorkerLauncher, want, timeout: float = 15.0) -> list[Worke
         if m is not None:
             got.append(m)
     return got
-
-
-def wait_gone(pids, timeout: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    alive = [p for p in pids if pid_alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in alive if pid_alive(p)]
-    return alive
 
 
 def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
@@ -79,7 +70,7 @@ def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
         leftovers = launcher.stop(timeout=10)
         stop_secs = time.monotonic() - t0
     assert leftovers == []
-    assert wait_gone(pids, 1.0) == []
+    assert wait_pids_gone(pids, 1.0) == []
     assert not launcher.running and launcher.job_error is None
     assert stop_secs < 10, stop_secs
 
@@ -151,7 +142,7 @@ def test_killed_worker_is_rerun_by_spark_and_peers_are_told(spark):
     finally:
         leftovers = launcher.stop(timeout=10)
     assert leftovers == []
-    assert wait_gone(pids, 1.0) == []
+    assert wait_pids_gone(pids, 1.0) == []
 
 
 def test_restart_worker_through_spark_kill_task(spark):

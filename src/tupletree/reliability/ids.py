@@ -52,9 +52,6 @@ class IdGenerator:
             self._refill()
         return buf.pop()
 
-    def __call__(self) -> Id:
-        return self.next_id()
-
     def _refill(self) -> None:
         # One draw split by struct (C speed); zeros (2**-64 each) dropped.
         ids = _UNPACK(self._random_bytes(8 * _BATCH))

@@ -699,12 +699,7 @@ class WorkerLauncher:
         here = {socket.gethostname()}
         with self._lock:
             pids = [pid for host, pid in self._seen_pids if host in here]
-        deadline = time.monotonic() + timeout
-        alive = [p for p in pids if pid_alive(p)]
-        while alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-            alive = [p for p in alive if pid_alive(p)]
-        return alive
+        return wait_pids_gone(pids, timeout)
 
     def _close_control_service(self) -> None:
         self._closed = True
@@ -715,6 +710,16 @@ class WorkerLauncher:
             if self._wake_tx is not None:
                 self._wake_tx.close(linger=0)
                 self._wake_tx = None
+
+
+def wait_pids_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` s for these local processes to exit; the ones still alive."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in pids if pid_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if pid_alive(p)]
+    return alive
 
 
 def pid_alive(pid: int) -> bool:
