@@ -27,6 +27,7 @@ from tupletree.errors import EmitError
 from tupletree.reliability.anchoring import anchor_child
 from tupletree.reliability.ids import Id, IdGenerator
 from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
+from tupletree.runtime.metrics import TaskMetrics
 from tupletree.runtime.routing import StreamRoute
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple
@@ -100,7 +101,7 @@ class _Base:
         inboxes: dict[int, Any],
         acker_tasks: list[int],
         ids: IdGenerator,
-        metrics: Any,
+        metrics: TaskMetrics,
         report: Callable[[BaseException], None],
     ) -> None:
         self._component = component
@@ -156,7 +157,7 @@ class SpoutOutputCollector(_Base):
         inboxes: dict[int, Any],
         acker_tasks: list[int],
         ids: IdGenerator,
-        metrics: Any,
+        metrics: TaskMetrics,
         report: Callable[[BaseException], None],
         local_ackers: list[int] | None = None,
     ) -> None:
@@ -170,7 +171,7 @@ class SpoutOutputCollector(_Base):
 
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
-        if route is None or values.__class__ is not list or len(values) != route.nfields:
+        if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
         targets = route.choose(values)
         self._send(route, values, targets, msg_id)
@@ -243,7 +244,7 @@ class OutputCollector(_Base):
         inboxes: dict[int, Any],
         acker_tasks: list[int],
         ids: IdGenerator,
-        metrics: Any,
+        metrics: TaskMetrics,
         report: Callable[[BaseException], None],
     ) -> None:
         super().__init__(component, task, routes, inboxes, acker_tasks, ids, metrics, report)
@@ -251,10 +252,10 @@ class OutputCollector(_Base):
 
     def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
-        if route is None or values.__class__ is not list or len(values) != route.nfields:
+        if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
         targets = route.choose(values)
-        if anchors.__class__ is Tuple:
+        if type(anchors) is Tuple:
             self._send_anchored(route, values, targets, anchors)
         else:
             self._send(route, values, targets, anchors)
@@ -265,7 +266,7 @@ class OutputCollector(_Base):
     ) -> list[int]:
         route, values = self._direct_route(task, values, stream)
         targets = [task]
-        if anchors.__class__ is Tuple:
+        if type(anchors) is Tuple:
             self._send_anchored(route, values, targets, anchors)
         else:
             self._send(route, values, targets, anchors)
@@ -402,7 +403,7 @@ class BasicOutputCollector:
 
     def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
-        if route is None or values.__class__ is not list or len(values) != route.nfields:
+        if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._out._checked(stream, values)
         targets = route.choose(values)
         metrics = self._metrics

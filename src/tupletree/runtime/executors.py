@@ -214,12 +214,13 @@ class BoltExecutor(Executor):
             # The annotated locals let the compiled build read Tuple's fields directly
             # (166,915 -> 151,227 instructions per sentence with them, bench/instructions.sh).
             bc = self.basic_collector
+            assert bc is not None
             execute = self.bolt.execute
             acks: dict[Id, Id] = out.acks
             failed = 0
             for _ in range(n):
                 tup: Tuple = pop()
-                bc.input = tup  # type: ignore[union-attr]
+                bc.input = tup
                 try:
                     execute(tup, bc)
                 except FailedException:

@@ -18,7 +18,7 @@ _MASK = (1 << 32) - 1
 
 def stable_hash(value: Any) -> int:
     """A non-negative 32-bit hash, identical across processes and runs."""
-    cls = value.__class__
+    cls = type(value)
     if cls is str:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))
     if cls is int or cls is bool:
