@@ -32,7 +32,7 @@ def main(frames: int = 500, per_frame: int = 200) -> None:
     for _ in range(frames):
         t0 = time.perf_counter()
         for i in range(per_frame):
-            inbox.append(Tuple([words[i % 50]], src, {1234567890123456789 + i: 98765432109876}))
+            inbox.append(Tuple([words[i % 50]], src, 1234567890123456789 + i, 98765432109876))
             if i % 10 == 0:
                 acker.append((1, 1234567890123456789 + i, 5555555555555, 0))
         a.flush()

@@ -16,18 +16,16 @@ from tupletree.reliability.acker import AckerLedger
 from tupletree.reliability.anchoring import ack_values, anchor_child, spout_edges
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import ACK, ACKED, FAIL, FAILED, INIT
+from tupletree.topology.fields import Fields
+from tupletree.topology.tuple import Tuple, TupleSource, in_trees
+
+MODEL_SOURCE = TupleSource("model", "default", 1, Fields(["name"]))
 
 
-class FakeTuple:
-    """The reliability fields of a runtime Tuple, nothing else."""
-
-    __slots__ = ("_ack_val", "_roots", "acked", "name")
-
-    def __init__(self, name: str, roots: dict[int, int] | None) -> None:
-        self.name = name
-        self._roots = roots
-        self._ack_val = 0
-        self.acked = False
+def model_tuple(name: str, edges: dict[int, int] | None) -> Tuple:
+    """A real runtime Tuple named ``name`` in the trees ``edges`` (``{root: edge}``), so
+    the model drives the runtime's own representation of tree membership."""
+    return in_trees([name], MODEL_SOURCE, edges)
 
 
 @dataclass
@@ -39,7 +37,7 @@ class TreeSim:
     combine: bool = False
     ids: IdGenerator = field(init=False)
     ledgers: list[AckerLedger] = field(init=False)
-    live: list[FakeTuple] = field(default_factory=list)  # emitted, not yet acked
+    live: list[Tuple] = field(default_factory=list)  # emitted, not yet acked
     in_flight: list[tuple[int, int, int, int]] = field(default_factory=list)
     outcomes: dict[int, int] = field(default_factory=dict)  # root -> ACKED/FAILED
     members: dict[int, set[str]] = field(default_factory=dict)  # root -> live tuple names
@@ -59,25 +57,24 @@ class TreeSim:
         edges, init = spout_edges(fanout, self.ids.next_id)
         self.members[root] = set()
         for edge in edges:
-            t = FakeTuple(self._name(), {root: edge})
+            t = model_tuple(self._name(), {root: edge})
             self.live.append(t)
-            self.members[root].add(t.name)
+            self.members[root].add(t[0])
         self.in_flight.append((INIT, root, init, 7))
         return root
 
-    def bolt_emit(self, anchors: list[FakeTuple]) -> FakeTuple:
+    def bolt_emit(self, anchors: list[Tuple]) -> Tuple:
         roots = anchor_child(anchors, self.ids.next_id)
-        child = FakeTuple(self._name(), roots)
+        child = model_tuple(self._name(), roots)
         self.live.append(child)
-        for root in roots or {}:
-            self.members[root].add(child.name)
+        for root in child._tree_edges():
+            self.members[root].add(child[0])
         return child
 
-    def ack(self, t: FakeTuple) -> None:
-        t.acked = True
+    def ack(self, t: Tuple) -> None:
         self.live.remove(t)
-        for root in t._roots or {}:
-            self.members[root].discard(t.name)
+        for root in t._tree_edges():
+            self.members[root].discard(t[0])
         for root, val in ack_values(t):
             if self.combine:
                 self._pending_acks[root] = self._pending_acks.get(root, 0) ^ val
@@ -91,9 +88,9 @@ class TreeSim:
                 self.in_flight.append((ACK, root, val, 0))
         self._pending_acks.clear()
 
-    def fail(self, t: FakeTuple) -> None:
+    def fail(self, t: Tuple) -> None:
         self.live.remove(t)
-        for root in t._roots or {}:
+        for root in t._tree_edges():
             self.in_flight.append((FAIL, root, 0, 0))
 
     def deliver(self, index: int) -> None:
@@ -129,4 +126,4 @@ steps = st.lists(
     max_size=120,
 )
 
-__all__ = ["ACKED", "FAILED", "FakeTuple", "TreeSim", "seeds", "steps"]
+__all__ = ["ACKED", "FAILED", "TreeSim", "model_tuple", "seeds", "steps"]

@@ -30,7 +30,7 @@ def run_script(sim: TreeSim, script, rng: random.Random, fail_at: int | None = N
         elif op == "ack" and sim.live:
             t = sim.live[a % len(sim.live)]
             if fail_at is not None and i >= fail_at and not failed_roots:
-                failed_roots.update(t._roots or {})
+                failed_roots.update(t._tree_edges())
                 sim.fail(t)
             else:
                 sim.ack(t)
@@ -125,7 +125,7 @@ def test_untouched_tree_times_out(seed, n_trees, touched):
     roots = [sim.spout_emit(1) for _ in range(n_trees)]
     done = set(rng.sample(roots, min(touched, n_trees)))
     for t in list(sim.live):
-        if next(iter(t._roots)) in done:
+        if next(iter(t._tree_edges())) in done:
             sim.ack(t)
     while sim.in_flight:
         sim.deliver(rng.randrange(len(sim.in_flight)))

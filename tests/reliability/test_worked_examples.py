@@ -4,7 +4,7 @@ from tupletree.reliability.acker import AckerLedger
 from tupletree.reliability.anchoring import ack_values, anchor_child
 from tupletree.reliability.protocol import ACKED
 
-from .strategies import FakeTuple
+from .strategies import model_tuple
 
 ROOT = 0xABC
 
@@ -37,10 +37,10 @@ def test_reference_001_fan_out():
 def test_fan_out_with_storms_combined_messages():
     """The same fan-out through anchor_child/ack_values: A's ack carries 100^200^300."""
     ids = iter([200, 300])
-    a = FakeTuple("A", {ROOT: 100})
-    b = FakeTuple("B", anchor_child([a], lambda: next(ids)))
-    c = FakeTuple("C", anchor_child([a], lambda: next(ids)))
-    assert b._roots == {ROOT: 200} and c._roots == {ROOT: 300}
+    a = model_tuple("A", {ROOT: 100})
+    b = model_tuple("B", anchor_child([a], lambda: next(ids)))
+    c = model_tuple("C", anchor_child([a], lambda: next(ids)))
+    assert b._tree_edges() == {ROOT: 200} and c._tree_edges() == {ROOT: 300}
     assert ack_values(a) == [(ROOT, 100 ^ 200 ^ 300)]
     ledger = AckerLedger()
     ledger.init(ROOT, 100, spout_task=1)
@@ -57,13 +57,13 @@ def test_reference_002_multi_anchoring_across_two_ackers():
     ackers = [AckerLedger(), AckerLedger()]
     ackers[root1 % 2].init(root1, stid1, spout_task=1)
     ackers[root2 % 2].init(root2, stid2, spout_task=2)
-    s1 = FakeTuple("stid1", {root1: stid1})
-    s2 = FakeTuple("stid2", {root2: stid2})
+    s1 = model_tuple("stid1", {root1: stid1})
+    s2 = model_tuple("stid2", {root2: stid2})
     # Bolt1 emits tid1 anchored to both: one edge id per anchor (Storm draws one each);
     # drawing the same value twice here reproduces the page's single tid1.
     ids = iter([tid1, tid1])
-    child = FakeTuple("tid1", anchor_child([s1, s2], lambda: next(ids)))
-    assert child._roots == {root1: tid1, root2: tid1}
+    child = model_tuple("tid1", anchor_child([s1, s2], lambda: next(ids)))
+    assert child._tree_edges() == {root1: tid1, root2: tid1}
     # "Acker1 ... 1010 XOR 1100 = 0110": the emit's anchor updates, sent separately here
     ackers[0].ack(root1, tid1)
     ackers[1].ack(root2, tid1)
@@ -80,9 +80,9 @@ def test_reference_002_multi_anchoring_across_two_ackers():
 def test_duplicate_anchor_completes():
     """Anchoring to [t, t] draws two edges that cancel correctly."""
     ids = iter([7, 9])
-    t = FakeTuple("t", {ROOT: 5})
-    child = FakeTuple("c", anchor_child([t, t], lambda: next(ids)))
-    assert child._roots == {ROOT: 7 ^ 9}
+    t = model_tuple("t", {ROOT: 5})
+    child = model_tuple("c", anchor_child([t, t], lambda: next(ids)))
+    assert child._tree_edges() == {ROOT: 7 ^ 9}
     ledger = AckerLedger()
     ledger.init(ROOT, 5, spout_task=1)
     (r, v) = ack_values(t)[0]

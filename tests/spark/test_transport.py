@@ -11,7 +11,7 @@ import zmq
 
 from tupletree.spark.transport import Transport
 from tupletree.topology.fields import Fields
-from tupletree.topology.tuple import Tuple, TupleSource
+from tupletree.topology.tuple import Tuple, TupleSource, in_trees
 
 
 def make_pair() -> tuple[Transport, Transport, list[Any]]:
@@ -41,8 +41,9 @@ def test_tuples_and_acker_messages_cross_intact() -> None:
     src = TupleSource("split", "words", 7, Fields(["word", "n"]))
     inbox = a.remote_inbox(3, worker=1)
     acker = a.remote_inbox(9, worker=1)
-    inbox.append(Tuple(["hello", 1], src, {11: 22, 33: 44}))
+    inbox.append(in_trees(["hello", 1], src, {11: 22, 33: 44}))
     inbox.append(Tuple(["world", 2], src))
+    inbox.append(Tuple(["one tree", 3], src, 55, 66))
     acker.append((1, 11, 5, 0))
     for _ in range(50):
         a.flush()
@@ -50,12 +51,13 @@ def test_tuples_and_acker_messages_cross_intact() -> None:
             break
         threading.Event().wait(0.02)
     inboxes = {3: deque(), 9: deque()}
-    receive_all(b, inboxes, 3)
-    first, second = inboxes[3]
-    assert first.values == ["hello", 1] and first._roots == {11: 22, 33: 44}
+    receive_all(b, inboxes, 4)
+    first, second, third = inboxes[3]
+    assert first.values == ["hello", 1] and first._tree_edges() == {11: 22, 33: 44}
     assert first.source_component == "split" and first.source_stream == "words"
     assert first.source_task == 7 and first.get("n") == 1 and first._ack_val == 0
-    assert second._roots is None and second._src is first._src
+    assert second._tree_edges() == {} and second._src is first._src
+    assert third._tree_edges() == {55: 66} and (third._root, third._edge) == (55, 66)
     assert list(inboxes[9]) == [(1, 11, 5, 0)]
     assert bad == []
     a.close()
@@ -67,7 +69,7 @@ def test_unpicklable_value_is_reported_and_the_rest_sent() -> None:
     a, b, bad = make_pair()
     src = TupleSource("spout", "default", 1, Fields(["v"]))
     inbox = a.remote_inbox(3, worker=1)
-    lock_tuple = Tuple([threading.Lock()], src, {1: 2})
+    lock_tuple = Tuple([threading.Lock()], src, 1, 2)
     inbox.append(lock_tuple)
     inbox.append(Tuple(["fine"], src))
     for _ in range(50):

@@ -30,7 +30,7 @@ from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
 from tupletree.runtime.metrics import TaskMetrics
 from tupletree.runtime.routing import StreamRoute
 from tupletree.topology.components import DEFAULT_STREAM
-from tupletree.topology.tuple import Tuple
+from tupletree.topology.tuple import Tuple, in_trees
 
 SETTLED: Final = -1
 
@@ -216,7 +216,7 @@ class SpoutOutputCollector(_Base):
             except IndexError:
                 edge = self._next_id()
             init ^= edge
-            inboxes[t].append(Tuple(values, src, {root: edge}))
+            inboxes[t].append(Tuple(values, src, root, edge))
         self._executor.track(root, msg_id)
         inboxes[self._acker_tasks[root % self._n_ackers]].append((INIT, root, init, self._task))
 
@@ -281,24 +281,24 @@ class OutputCollector(_Base):
         metrics.transferred += len(targets)
         inboxes = self._inboxes
         src = route.src
-        roots = anchor._roots
         if anchor._ack_val < 0:
             self._settled_anchor(anchor)
-        if roots is None:
-            for t in targets:
-                inboxes[t].append(Tuple(values, src))
-            return
         pop = self._id_pop
-        if len(roots) == 1:
-            # A literal {root: edge} costs a third of dict.fromkeys (measured).
-            (root,) = roots
+        root = anchor._root
+        if root:
+            # One tree: the common case (Tuple's design note).
             for t in targets:
                 try:
                     edge = pop()
                 except IndexError:
                     edge = self._next_id()
                 anchor._ack_val ^= edge
-                inboxes[t].append(Tuple(values, src, {root: edge}))
+                inboxes[t].append(Tuple(values, src, root, edge))
+            return
+        roots = anchor._roots
+        if roots is None:
+            for t in targets:
+                inboxes[t].append(Tuple(values, src))
             return
         for t in targets:
             try:
@@ -306,7 +306,7 @@ class OutputCollector(_Base):
             except IndexError:
                 edge = self._next_id()
             anchor._ack_val ^= edge
-            inboxes[t].append(Tuple(values, src, dict.fromkeys(roots, edge)))
+            inboxes[t].append(Tuple(values, src, 0, 0, dict.fromkeys(roots, edge)))
 
     def _send(
         self, route: StreamRoute, values: list[Any], targets: list[int], anchors: Any
@@ -330,7 +330,7 @@ class OutputCollector(_Base):
             if a._ack_val < 0:
                 self._settled_anchor(a)
         for t in targets:
-            inboxes[t].append(Tuple(values, src, anchor_child(anchors, self._next_id)))
+            inboxes[t].append(in_trees(values, src, anchor_child(anchors, self._next_id)))
 
     def _settled_anchor(self, anchor: Tuple) -> None:
         raise EmitError(
@@ -346,10 +346,12 @@ class OutputCollector(_Base):
             return
         tup._ack_val = SETTLED
         self._metrics.acked += 1
-        roots = tup._roots
-        if roots:
-            acks = self.acks
-            for root, edge in roots.items():
+        acks = self.acks
+        root = tup._root
+        if root:
+            acks[root] = acks.get(root, 0) ^ tup._edge ^ ack_val
+        elif tup._roots:
+            for root, edge in tup._roots.items():
                 acks[root] = acks.get(root, 0) ^ edge ^ ack_val
 
     def fail(self, tup: Tuple) -> None:
@@ -357,18 +359,15 @@ class OutputCollector(_Base):
             return
         tup._ack_val = SETTLED
         self._metrics.failed += 1
-        roots = tup._roots
-        if roots:
-            inboxes, ackers, n = self._inboxes, self._acker_tasks, self._n_ackers
-            for root in roots:
-                inboxes[ackers[root % n]].append((FAIL, root, 0, 0))
+        inboxes, ackers, n = self._inboxes, self._acker_tasks, self._n_ackers
+        for root in tup._tree_edges():
+            inboxes[ackers[root % n]].append((FAIL, root, 0, 0))
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Keep ``tup``'s trees alive: restart their timeout at the acker and the spout."""
-        roots = tup._roots
-        if roots and tup._ack_val >= 0:
+        if tup._ack_val >= 0:
             inboxes, ackers, n = self._inboxes, self._acker_tasks, self._n_ackers
-            for root in roots:
+            for root in tup._tree_edges():
                 inboxes[ackers[root % n]].append((RESET, root, 0, 0))
 
     def flush(self) -> None:
@@ -413,29 +412,29 @@ class BasicOutputCollector:
         src = route.src
         anchor = self.input
         assert anchor is not None
-        roots: dict[Id, Id] | None = anchor._roots
-        if roots is None:
-            for t in targets:
-                inboxes[t].append(Tuple(values, src))
-            return targets
         pop = self._id_pop
-        if len(roots) == 1:
-            (root,) = roots
+        root = anchor._root
+        if root:
             for t in targets:
                 try:
                     edge = pop()
                 except IndexError:
                     edge = self._next_id()
                 anchor._ack_val ^= edge
-                inboxes[t].append(Tuple(values, src, {root: edge}))
+                inboxes[t].append(Tuple(values, src, root, edge))
+            return targets
+        roots = anchor._roots
+        if roots is None:
+            for t in targets:
+                inboxes[t].append(Tuple(values, src))
             return targets
         for t in targets:
             try:
                 edge = pop()
             except IndexError:
                 edge = self._next_id()
-            anchor._ack_val ^= edge  # type: ignore[union-attr]
-            inboxes[t].append(Tuple(values, src, dict.fromkeys(roots, edge)))
+            anchor._ack_val ^= edge
+            inboxes[t].append(Tuple(values, src, 0, 0, dict.fromkeys(roots, edge)))
         return targets
 
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:

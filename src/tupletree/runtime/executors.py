@@ -234,9 +234,11 @@ class BoltExecutor(Executor):
                     continue
                 ack_val: Id = tup._ack_val
                 tup._ack_val = SETTLED
-                roots: dict[Id, Id] | None = tup._roots
-                if roots:
-                    for root, edge in roots.items():
+                root: Id = tup._root
+                if root:
+                    acks[root] = acks.get(root, 0) ^ tup._edge ^ ack_val
+                elif tup._roots:
+                    for root, edge in tup._roots.items():
                         acks[root] = acks.get(root, 0) ^ edge ^ ack_val
             # out.fail counted the failures; count the acks in one go.
             self.metrics.acked += n - failed

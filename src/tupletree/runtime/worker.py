@@ -351,7 +351,7 @@ class Worker:
         # Only this worker's own tasks fill its outgoing buffers: the emitter is local.
         self.executors[src.task].report(err, "emit")
         acker_tasks = self.acker_tasks
-        for root in item._roots or {}:
+        for root in item._tree_edges():
             self.inboxes[acker_tasks[root % len(acker_tasks)]].append((FAIL, root, 0, 0))
 
     # -- observation --------------------------------------------------------------

@@ -18,7 +18,7 @@ A value that cannot be pickled is reported naming the component and stream, and 
 tuple's trees are failed at once (``on_unserializable``), so the spout replays them.
 
 Frame encoding: Tuples are not pickled as objects (about 3 us each, measured) but as
-plain ``(task, values, source_index, roots)`` entries with a per-frame table of their
+plain ``(task, values, source_index, root, edge, roots)`` entries with a per-frame table of their
 sources (component, stream, task, fields); acker messages and replies are already
 plain ``(task, item)``. Plain tuples pickle in about 0.5 us per entry and unpickle in
 0.9 us. The receiver rebuilds Tuples, reusing one TupleSource per source.
@@ -178,9 +178,9 @@ class Transport:
                 src = known[key] = TupleSource(component, stream, task, Fields(list(fields)))
             sources.append(src)
         for entry in entries:
-            if len(entry) == 4:
-                task, values, i, roots = entry
-                inboxes[task].append(Tuple(values, sources[i], roots))
+            if len(entry) == 6:
+                task, values, i, root, edge, roots = entry
+                inboxes[task].append(Tuple(values, sources[i], root, edge, roots))
             else:
                 inboxes[entry[0]].append(entry[1])
         return len(entries)
@@ -202,13 +202,13 @@ def encode(items: list[tuple[int, Any]]) -> tuple[list[tuple[Any, ...]], list[tu
     table: list[tuple[Any, ...]] = []
     entries: list[tuple[Any, ...]] = []
     for task, item in items:
-        if item.__class__ is Tuple:
+        if type(item) is Tuple:
             src = item._src
             i = index.get(src)
             if i is None:
                 i = index[src] = len(table)
                 table.append((src.component, src.stream, src.task, tuple(src.fields)))
-            entries.append((task, item.values, i, item._roots))
+            entries.append((task, item.values, i, item._root, item._edge, item._roots))
         else:
             entries.append((task, item))
     return table, entries
