@@ -217,6 +217,10 @@ class BoltExecutor(Executor):
             assert bc is not None
             execute = self.bolt.execute
             acks: dict[Id, Id] = out.acks
+            # Consecutive inputs are often in the same tree (a fan-out arrives in a row):
+            # their ack values are XORed here and put into ``acks`` once per run.
+            run_root: Id = 0
+            run_val: Id = 0
             failed = 0
             for _ in range(n):
                 tup: Tuple = pop()
@@ -236,10 +240,21 @@ class BoltExecutor(Executor):
                 tup._ack_val = SETTLED
                 root: Id = tup._root
                 if root:
-                    acks[root] = acks.get(root, 0) ^ tup._edge ^ ack_val
+                    # A leaf's ack value is its edge: no XOR with 0 (each XOR of two
+                    # 64-bit ints allocates).
+                    val: Id = tup._edge ^ ack_val if ack_val else tup._edge
+                    if root is run_root or root == run_root:
+                        run_val ^= val
+                    else:
+                        if run_root:
+                            acks[run_root] = acks.get(run_root, 0) ^ run_val
+                        run_root = root
+                        run_val = val
                 elif tup._roots:
                     for root, edge in tup._roots.items():
                         acks[root] = acks.get(root, 0) ^ edge ^ ack_val
+            if run_root:
+                acks[run_root] = acks.get(run_root, 0) ^ run_val
             # out.fail counted the failures; count the acks in one go.
             self.metrics.acked += n - failed
         else:
