@@ -252,3 +252,22 @@ def test_send_once_waits_for_the_ack(driver):
     t.join(5)
     assert result["acked"] is True
     assert send_once(driver.address, 0, 0, {"type": "exiting"}, timeout=0.1) is False
+
+
+def test_worker_gc_tunes_the_young_generation_and_restores_it():
+    """Inside a worker's loop the young generation is collected less often and start-up
+    objects are frozen; afterwards (Spark may reuse the process) all is as before, even
+    when the loop raised."""
+    import gc
+
+    from tupletree.spark.worker_process import GC_YOUNG_THRESHOLD, worker_gc
+
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), worker_gc():
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
+        assert gc.get_freeze_count() > 0
+        assert gc.isenabled()
+        raise RuntimeError("the loop failed")
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0

@@ -14,8 +14,11 @@ DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needl
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import zmq
@@ -27,6 +30,7 @@ REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
 RECEIVE_FRAMES_PER_ROUND = 64
+GC_YOUNG_THRESHOLD = 10_000
 
 
 class TopologyWorkerMain:
@@ -83,7 +87,8 @@ class TopologyWorkerMain:
                         transport.set_peer(peer, address)
                 worker.start(active=self.active)
                 control.send({"type": "ready", "pid": os.getpid()})
-                _loop(worker, transport, control, index)
+                with worker_gc():
+                    _loop(worker, transport, control, index)
             finally:
                 logging.getLogger().removeHandler(forward)
                 transport.close()
@@ -126,6 +131,31 @@ class _ForwardLogs(logging.Handler):
             self.control.log(line, record.levelname)
         except Exception:
             self.handleError(record)
+
+
+@contextlib.contextmanager
+def worker_gc() -> Iterator[None]:
+    """The cyclic GC tuned for a worker's loop, restored afterwards (Spark may reuse the
+    Python process for other tasks).
+
+    Why: tuples in flight between workers (decoded frames, inbox backlogs) are young
+    containers that outlive many collections of the youngest generation at its default
+    threshold of 700 allocations, so each collection walks them again to no avail
+    (callgrind: 7% of a worker's instructions in gc_collect_main). Freezing what the
+    worker built at start and collecting the young generation every 10,000 allocations
+    instead: ``python bench/two_workers.py 400000`` 76,123 / 75,663 -> 92,657 / 86,039
+    sentences/s, same minutes. One process alone (LocalCluster) showed no difference
+    (110,501 / 111,598 vs 110,448 / 110,116), so LocalCluster leaves the user's process
+    as it is. Nothing here disables collection: cycles are still found.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 def _local(placement: dict[int, int], index: int) -> list[int]:

@@ -1,0 +1,116 @@
+"""The Spark benchmark's 2-worker word count without Spark: two forked processes, each a
+``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
+``Transport`` to the other, driven by the same loop shape as spark/worker_process.py.
+
+    python bench/two_workers.py [sentences]
+
+Used to profile the cross-worker path: under ``valgrind --tool=callgrind
+--trace-children=yes`` each worker writes its own profile. Prints sentences/s and the
+frames each worker sent.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import zmq
+
+from bench import spark as spark_bench
+from tupletree import Config
+from tupletree.config import validate
+from tupletree.runtime.clock import RealClock
+from tupletree.runtime.worker import Worker, make_layout
+from tupletree.spark.scheduler import assign
+from tupletree.spark.transport import Transport
+from tupletree.spark.worker_process import worker_gc
+
+WORKERS = 2
+
+
+def conf() -> dict:
+    return validate(
+        {
+            Config.TOPOLOGY_WORKERS: WORKERS,
+            Config.TOPOLOGY_ACKER_EXECUTORS: WORKERS,
+            Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000,
+        }
+    )
+
+
+def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done: mp.Value) -> None:
+    topology = spark_bench.topology(total // WORKERS, WORKERS)
+    layout = make_layout(topology, conf())
+    placement = assign(layout, WORKERS)
+    local = sorted(t for t, w in placement.items() if w == index)
+    transport = Transport(zmq.Context.instance(), "127.0.0.1", lambda item, exc: None)
+    addresses[index] = transport.address
+    worker = Worker(
+        "two",
+        topology,
+        conf(),
+        RealClock().now,
+        local_tasks=local,
+        remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
+    )
+    worker.external_backpressure = transport.blocked
+    ready.wait()
+    for peer in range(WORKERS):
+        if peer != index:
+            transport.set_peer(peer, addresses[peer])
+    worker.start(active=True)
+    with worker_gc():
+        _loop(worker, transport, spouts_total=total // WORKERS, done=done)
+    print(f"worker {index}: {transport.frames_sent:,} frames sent", flush=True)
+    transport.close()
+
+
+def _loop(worker: Worker, transport: Transport, spouts_total: int, done: mp.Value) -> None:
+    poller = zmq.Poller()
+    poller.register(transport.socket, zmq.POLLIN)
+    spouts = [ex for ex in worker.executors.values() if ex.kind == "spout"]
+    finished = False
+    while done.value < WORKERS:
+        received = 0 if worker.over_limit() else transport.receive(worker.inboxes, 64)
+        progressed = worker.run_round()
+        transport.flush()
+        if (
+            not finished
+            and sum(ex.metrics.acked + ex.metrics.failed for ex in spouts) >= spouts_total
+        ):
+            finished = True
+            with done.get_lock():
+                done.value += 1
+        if not progressed and not received:
+            poller.poll(1)
+
+
+def main() -> None:
+    total = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    ctx = mp.get_context("fork")
+    manager = ctx.Manager()
+    addresses = manager.dict()
+    ready = ctx.Barrier(WORKERS + 1)
+    done = ctx.Value("i", 0)
+    procs = [
+        ctx.Process(target=run_worker, args=(i, total, addresses, ready, done))
+        for i in range(WORKERS)
+    ]
+    for p in procs:
+        p.start()
+    ready.wait()
+    start = time.perf_counter()
+    while done.value < WORKERS:
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join()
+    print(f"{total / elapsed:,.0f} sentences/s ({WORKERS} workers, no Spark)")
+
+
+if __name__ == "__main__":
+    main()
