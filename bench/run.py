@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.spark:
         from bench import spark
 
-        spark.main(200_000 // scale, peak, fmt)
+        spark.main(1_000_000 // scale, peak, fmt)
     return 0
 
 

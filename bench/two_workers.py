@@ -48,6 +48,8 @@ def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done:
     placement = assign(layout, WORKERS)
     local = sorted(t for t, w in placement.items() if w == index)
     transport = Transport(zmq.Context.instance(), "127.0.0.1", lambda item, exc: None)
+    transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
+    transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
     addresses[index] = transport.address
     worker = Worker(
         "two",
@@ -77,7 +79,7 @@ def _loop(worker: Worker, transport: Transport, spouts_total: int, done: mp.Valu
     while done.value < WORKERS:
         received = 0 if worker.over_limit() else transport.receive(worker.inboxes, 64)
         progressed = worker.run_round()
-        transport.flush()
+        transport.flush_due(time.monotonic(), idle=not progressed and not received)
         if (
             not finished
             and sum(ex.metrics.acked + ex.metrics.failed for ex in spouts) >= spouts_total

@@ -95,3 +95,41 @@ def test_unreachable_peer_blocks_instead_of_growing() -> None:
     assert a.blocked()
     assert a.frames_sent == 0
     a.close()
+
+
+def test_busy_worker_sends_full_frames_or_after_the_linger() -> None:
+    """flush_due holds a busy worker's items until FRAME_ITEMS wait or LINGER_SECS
+    passed; an idle worker sends at once. Nothing is lost or reordered either way."""
+    a, b, _ = make_pair()
+    a.frame_items, a.linger_secs = 5, 0.002
+    src = TupleSource("split", "default", 7, Fields(["n"]))
+    inbox = a.remote_inbox(3, worker=1)
+    inbox.append(Tuple([0], src))
+    a.flush_due(100.0, idle=False)  # the first flush: nothing sent before
+    assert a.buffered() == 0
+    for n in range(1, 5):
+        inbox.append(Tuple([n], src))
+        a.flush_due(100.0005, idle=False)
+    assert a.buffered() == 4  # busy, 4 < 5 items, 0.5 ms
+    inbox.append(Tuple([5], src))
+    a.flush_due(100.0006, idle=False)  # 5 items: a full frame
+    assert a.buffered() == 0
+    inbox.append(Tuple([6], src))
+    a.flush_due(100.0007, idle=False)
+    assert a.buffered() == 1
+    a.flush_due(100.0027, idle=False)  # 2 ms since the last flush
+    assert a.buffered() == 0
+    inbox.append(Tuple([7], src))
+    a.flush_due(100.0028, idle=True)  # idle: at once
+    assert a.buffered() == 0
+    for _ in range(50):  # frames the socket did not take yet go out at later flushes
+        if not a.blocked():
+            break
+        threading.Event().wait(0.02)
+        a.flush()
+    inboxes = {3: deque()}
+    receive_all(b, inboxes, 8)
+    assert [t[0] for t in inboxes[3]] == list(range(8))
+    assert b.frames_received == 4  # [0], [1..5], [6], [7]
+    a.close()
+    b.close()

@@ -197,7 +197,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         if not worker.over_limit():
             received = transport.receive(worker.inboxes, RECEIVE_FRAMES_PER_ROUND)
         progressed = worker.run_round()
-        transport.flush()
+        transport.flush_due(now, idle=not progressed and not received)
         if progressed or received:
             idle_rounds = 0
         else:
