@@ -3,9 +3,10 @@
 Each worker binds one PULL socket (its address goes to the driver, which hands the
 table to every peer) and keeps one PUSH socket per peer. An emit to a task on another
 worker appends the task and the item to that peer's buffer (``RemoteInbox``, the same
-``append`` as a local inbox); at the end of each scheduler round ``flush`` encodes each
-buffer as one frame (spark/frames.py says how it is laid out) and pickles it once, so
-values are serialized once per batch.
+``append`` as a local inbox). After each scheduler round the worker calls
+``flush_due``, which, when a frame is due, encodes each buffer as one frame
+(spark/frames.py says how it is laid out) and pickles it once, so values are
+serialized once per batch.
 
 Backpressure: PUSH sockets have a small high-water mark and frames are sent without
 blocking. A frame that does not fit stays queued here, ``blocked()`` turns true, and
