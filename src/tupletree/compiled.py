@@ -3,7 +3,7 @@
 Decision: the per-tuple path (tuples, collectors, executors, routing, the reliability
 core) is plain, type-annotated Python that mypyc compiles to C extension modules when
 tupletree is built (setup.py). The compiled code runs the same source with the same
-semantics and about half the instructions (word count: 161,094 -> 87,499 per sentence,
+semantics and about half the instructions (word count: 162,191 -> 85,610 per sentence,
 bench/instructions.sh); where no C compiler is at hand, or with ``TUPLETREE_PURE=1`` at
 build time, the same modules run interpreted.
 
