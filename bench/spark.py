@@ -29,8 +29,8 @@ def run(cluster: Any, workers: int, total: int, rate: float | None = None) -> di
 
     The driver learns of acks through the workers' metrics reports (every 0.5 s), so
     the end of a run is seen up to 0.5 s late: runs must last many report periods. At
-    200,000 sentences (~2 s) this hid a third of the 2-worker rate (79,298 vs 102,446
-    sentences/s at 2,000,000), hence bench/run.py's 1,000,000."""
+    200,000 sentences (~2 s) this under-reported the 2-worker rate by almost a quarter
+    (79,298 vs 102,446 sentences/s at 2,000,000), hence bench/run.py's 1,000,000."""
     conf = {
         Config.TOPOLOGY_WORKERS: workers,
         Config.TOPOLOGY_ACKER_EXECUTORS: workers,

@@ -125,10 +125,11 @@ class Tuple:
 
 
 def in_trees(values: list[Any], src: TupleSource, edges: dict[Id, Id] | None) -> Tuple:
-    """A Tuple in the trees ``edges`` maps (``{root: edge}``; None or empty: untracked)."""
+    """A Tuple in the trees ``edges`` maps (``{root: edge}``; None or empty: untracked).
+    With two or more trees the Tuple keeps ``edges`` itself: pass a dict of its own."""
     if not edges:
         return Tuple(values, src)
     if len(edges) == 1:
         ((root, edge),) = edges.items()
         return Tuple(values, src, root, edge)
-    return Tuple(values, src, 0, 0, dict(edges))
+    return Tuple(values, src, 0, 0, edges)
