@@ -17,13 +17,6 @@ def sim_cluster():
         yield cluster
 
 
-@pytest.fixture
-def real_cluster():
-    """A real-time LocalCluster: each topology runs on a background thread."""
-    with LocalCluster() as cluster:
-        yield cluster
-
-
 def _spark_unavailable() -> str | None:
     from tupletree.spark.errors import SparkUnavailableError
     from tupletree.spark.session import check_java, check_pyspark

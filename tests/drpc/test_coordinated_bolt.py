@@ -3,7 +3,6 @@ time), calling TimeoutCallback and failing what it holds; TickExpiry's bound."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from tupletree import Bolt, Config, TopologyBuilder
@@ -12,6 +11,7 @@ from tupletree.drpc.coordinated_bolt import COORD_STREAM, TRACKED_METRIC
 from tupletree.drpc.expiry import TickExpiry
 from tupletree.testing import AckFailTracker, FeederSpout
 
+from ..registry import new_journal
 from .support import IdBolt, TimeoutRecorder, entries
 
 TICK = Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS
@@ -32,7 +32,7 @@ class HoldAndEmit(Bolt):
 
 
 def tracked(cluster: Any, name: str, component: str) -> int:
-    per_task = cluster.metrics(name)[component].get("custom", {}).get(TRACKED_METRIC, {})
+    per_task = cluster.metrics(name)[component]["custom"][TRACKED_METRIC]
     return sum(per_task.values())
 
 
@@ -50,7 +50,7 @@ def build(first: Bolt, key: str) -> tuple[Any, FeederSpout, AckFailTracker]:
 
 def test_unfinished_request_state_expires_with_message_timeout(sim_cluster):
     """Unfinished requests' state is dropped after the message timeout; timeout_id is called."""
-    key = f"timeouts-{uuid.uuid4().hex}"
+    key = new_journal()
     topology, feeder, tracker = build(HoldAndEmit(), key)
     sim_cluster.submit_topology("c", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topology)
     feeder.feed(["r1", "a"], msg_id=1)
@@ -71,7 +71,7 @@ def test_unfinished_request_state_expires_with_message_timeout(sim_cluster):
 
 def test_finished_requests_leave_no_state(sim_cluster):
     """Once a request finished on a task, that task holds nothing for it."""
-    key = f"timeouts-{uuid.uuid4().hex}"
+    key = new_journal()
     topology, feeder, _ = build(IdBolt(), key)
     sim_cluster.submit_topology("c", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topology)
     for i in range(20):

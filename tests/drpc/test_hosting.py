@@ -28,6 +28,6 @@ def test_cluster_started_server_serves_remote_topologies(capsys):
         code = cli.main(["drpc", "--port", str(server.port), "exclaim", "bbb"])
         assert code == 0
         assert capsys.readouterr().out.strip() == "bbb!!!"
-        url = server.url if hasattr(server, "url") else f"http://{server.host}:{server.port}"
+        url = server.url
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         urllib.request.urlopen(url + "/drpc/exclaim", data=b"x", timeout=2)

@@ -104,9 +104,6 @@ class JoinResult(Bolt):
         collector.ack(result)
         collector.ack(ret)
 
-    def pending(self) -> int:
-        return len(self._returns) + len(self._results)
-
 
 class ReturnResults(Bolt):
     """``[result, return-info]`` -> the result delivered to the DRPC server; ack.

@@ -37,7 +37,14 @@ from __future__ import annotations
 from typing import Any
 
 from tupletree.config import Config
-from tupletree.drpc.bolts import ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
+from tupletree.drpc.bolts import (
+    ARGS_STREAM,
+    ID_STREAM,
+    RETURN_STREAM,
+    JoinResult,
+    PrepareRequest,
+    ReturnResults,
+)
 from tupletree.drpc.coordinated_bolt import (
     ALL,
     COORD_STREAM,
@@ -47,7 +54,7 @@ from tupletree.drpc.coordinated_bolt import (
 )
 from tupletree.drpc.spout import DRPCSpout
 from tupletree.errors import InvalidTopologyError
-from tupletree.topology.builder import Topology, TopologyBuilder
+from tupletree.topology.builder import Topology, TopologyBuilder, field_list
 from tupletree.topology.components import (
     DEFAULT_STREAM,
     BasicBolt,
@@ -63,7 +70,6 @@ JOIN_ID = "join-result"
 RETURN_ID = "return-results"
 # Tick period of the coordinated bolts and JoinResult: drives their state expiry.
 EXPIRY_TICK_SECS = 1
-_PREPARE_ARGS_FIELDS = Fields(["request", "args"])
 
 
 def bolt_id(i: int) -> str:
@@ -95,8 +101,7 @@ class LinearDRPCInputDeclarer:
     def fields_grouping(
         self, fields: list[str] | Fields, stream: str = DEFAULT_STREAM
     ) -> LinearDRPCInputDeclarer:
-        names = [fields] if isinstance(fields, str) else list(fields)
-        return self._declare("fields_grouping", names, stream=stream)
+        return self._declare("fields_grouping", field_list(fields), stream=stream)
 
     def global_grouping(self, stream: str = DEFAULT_STREAM) -> LinearDRPCInputDeclarer:
         return self._declare("global_grouping", stream=stream)
@@ -116,8 +121,7 @@ class LinearDRPCInputDeclarer:
     def partial_key_grouping(
         self, fields: list[str] | Fields, stream: str = DEFAULT_STREAM
     ) -> LinearDRPCInputDeclarer:
-        names = [fields] if isinstance(fields, str) else list(fields)
-        return self._declare("partial_key_grouping", names, stream=stream)
+        return self._declare("partial_key_grouping", field_list(fields), stream=stream)
 
     def custom_grouping(
         self, grouping: Any, stream: str = DEFAULT_STREAM
@@ -182,7 +186,8 @@ class LinearDRPCTopologyBuilder:
 
         b = TopologyBuilder()
         b.set_spout(SPOUT_ID, spout)
-        b.set_bolt(PREPARE_ID, PrepareRequest()).none_grouping(SPOUT_ID)
+        prepare = PrepareRequest()
+        b.set_bolt(PREPARE_ID, prepare).none_grouping(SPOUT_ID)
         for i, c in enumerate(components):
             sources = {} if i == 0 else {bolt_id(i - 1): SINGLE if i == 1 else ALL}
             wants_id = i == last and is_finished_callback(c.bolt)
@@ -195,7 +200,7 @@ class LinearDRPCTopologyBuilder:
             declarations = c.declarations or self._default_declarations(i, wants_id)
             if wants_id:
                 prev_streams = (
-                    {DEFAULT_STREAM: _PREPARE_ARGS_FIELDS}
+                    {DEFAULT_STREAM: declared_streams(PREPARE_ID, prepare)[ARGS_STREAM].fields}
                     if i == 0
                     else {s: spec.fields for s, spec in streams[i - 1].items()}
                 )

@@ -80,17 +80,11 @@ def is_finished_callback(bolt: Any) -> bool:
     return isinstance(bolt, FinishedCallback) or callable(getattr(bolt, "finished_id", None))
 
 
-def _settled(tup: Any) -> bool:
-    # A user bolt acking a tuple twice must not count it twice here.
-    return tup.is_settled()
-
-
 class _Track:
     __slots__ = (
         "emitted",
         "expected",
         "failed",
-        "finished",
         "held",
         "received",
         "received_id",
@@ -102,7 +96,6 @@ class _Track:
         self.expected = 0
         self.received = 0
         self.failed = False
-        self.finished = False
         self.received_id = received_id
         self.emitted: dict[int, int] = {}
         self.held: list[Any] = []
@@ -325,7 +318,7 @@ class CoordinatedBolt(Bolt):
             emitted[task] = emitted.get(task, 0) + 1
 
     def _ack(self, tup: Any) -> None:
-        if _settled(tup):
+        if tup.is_settled():  # a user bolt acking a tuple twice must not count it twice
             return
         if tup.is_tick():
             self._collector.ack(tup)
@@ -339,7 +332,7 @@ class CoordinatedBolt(Bolt):
             self._collector.ack(tup)
 
     def _fail(self, tup: Any) -> None:
-        if _settled(tup):
+        if tup.is_settled():
             return
         if tup.is_tick():
             self._collector.fail(tup)
@@ -364,7 +357,7 @@ class CoordinatedBolt(Bolt):
             track.held.append(tup)
         if track.failed:
             self._fail_held(track)
-        elif not track.finished and self._ready(track):
+        elif self._ready(track):
             self._finish(tup[0], track, tup)
         if not delayed and kind != _REGULAR:
             if track.failed:
@@ -397,7 +390,6 @@ class CoordinatedBolt(Bolt):
         held, track.held = track.held, []
         for t in held:
             self._collector.ack(t)
-        track.finished = True
         self._tracked.pop(request)
 
     def _fail_held(self, track: _Track) -> None:
@@ -407,7 +399,7 @@ class CoordinatedBolt(Bolt):
 
     def _expire(self, secs: float) -> None:
         for request, track in self._tracked.tick(secs):
-            if track.failed or track.finished:
+            if track.failed:
                 continue
             self._fail_held(track)
             if self._timeout_hook is not None:

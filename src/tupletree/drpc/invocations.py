@@ -80,7 +80,7 @@ def quote(segment: str) -> str:
 
 
 class InvocationsClient:
-    """The topology's HTTP client of one DRPC server (fetch, result, fail)."""
+    """The topology's HTTP client of one DRPC server (fetch, results, fail)."""
 
     def __init__(self, host: str, port: int, timeout_secs: float = 10.0) -> None:
         self.host = host
@@ -95,10 +95,6 @@ class InvocationsClient:
         )
         items = json.loads(body)
         return [(str(item["id"]), str(item["args"])) for item in items]
-
-    def result(self, request_id: str, result: str) -> bool:
-        body = self._request("POST", f"{RESULT_PATH}{quote(request_id)}", result)
-        return bool(json.loads(body).get("delivered"))
 
     def results(self, items: list[tuple[str, str]]) -> int:
         """Deliver many (request id, result) pairs in one request; how many were awaited."""

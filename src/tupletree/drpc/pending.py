@@ -32,13 +32,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tupletree.config import DEFAULTS, Config
 from tupletree.drpc.errors import (
     DRPCExecutionError,
     DRPCTimeoutError,
     DRPCUnknownFunctionError,
 )
 
-DEFAULT_TIMEOUT_SECS = 600.0
 DEFAULT_UNKNOWN_FUNCTION_WAIT_SECS = 5.0
 # Remote spouts long-poll every ~0.5 s even when idle, so 30 s without a fetch means
 # no topology is serving the function any more.
@@ -63,13 +63,15 @@ class PendingRequests:
 
     def __init__(
         self,
-        timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+        timeout_secs: float = DEFAULTS[Config.DRPC_REQUEST_TIMEOUT_SECS],
         unknown_function_wait_secs: float = DEFAULT_UNKNOWN_FUNCTION_WAIT_SECS,
         function_ttl_secs: float = DEFAULT_FUNCTION_TTL_SECS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not timeout_secs > 0:
-            raise ValueError(f"drpc.request.timeout.secs must be > 0, got {timeout_secs!r}")
+            raise ValueError(
+                f"{Config.DRPC_REQUEST_TIMEOUT_SECS} must be > 0, got {timeout_secs!r}"
+            )
         self.timeout_secs = float(timeout_secs)
         self.unknown_function_wait_secs = float(unknown_function_wait_secs)
         self.function_ttl_secs = float(function_ttl_secs)
@@ -209,6 +211,11 @@ class PendingRequests:
         with self._cond:
             return sum(len(q) for q in self._queues.values())
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed
+
     def close(self, reason: str = "the DRPC server shut down") -> None:
         """Fail every waiting request and refuse new ones; wake long-polling fetchers."""
         with self._cond:
@@ -250,10 +257,11 @@ class PendingRequests:
 
 
 def timeout_from_conf(conf: Mapping[str, Any] | None) -> float:
-    """``drpc.request.timeout.secs`` from a config dict (default 600), checked."""
-    key = "drpc.request.timeout.secs"
-    value = (conf or {}).get(key, DEFAULT_TIMEOUT_SECS)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    """``drpc.request.timeout.secs`` from a config dict (default 600), checked to be a
+    number; PendingRequests checks that it is > 0."""
+    key = Config.DRPC_REQUEST_TIMEOUT_SECS
+    value = (conf or {}).get(key, DEFAULTS[key])
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"config key {key!r} must be a number > 0, got {value!r}")
     return float(value)
 

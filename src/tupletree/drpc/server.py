@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tupletree.config import Config
+from tupletree.config import DEFAULTS, Config
 from tupletree.drpc.errors import (
     DRPCExecutionError,
     DRPCTimeoutError,
@@ -116,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
         except DRPCTimeoutError as exc:
             self._error(504, "timeout", str(exc))
         except DRPCExecutionError as exc:
-            kind = "shutdown" if self.server.book_closed else "failed"
+            kind = "shutdown" if self.server.book.closed else "failed"
             self._error(503 if kind == "shutdown" else 500, kind, str(exc))
         else:
             self._send(200, result.encode("utf-8"), "text/plain; charset=utf-8")
@@ -198,7 +198,6 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # many clients connecting at once (the default is 5)
     book: PendingRequests
-    book_closed: bool = False
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hung up while waiting is not the server's problem: no traceback
@@ -248,7 +247,6 @@ class DRPCServer:
 
     def stop(self) -> None:
         """Fail waiting requests (503 to their clients), stop serving, free the port."""
-        self._httpd.book_closed = True
         self.book.close("the DRPC server shut down")
         if self._thread is not None:
             self._httpd.shutdown()
@@ -286,7 +284,10 @@ def serve_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="default %(default)s")
     parser.add_argument(
-        "--timeout", type=float, default=600.0, help="drpc.request.timeout.secs (default 600)"
+        "--timeout",
+        type=float,
+        default=float(DEFAULTS[Config.DRPC_REQUEST_TIMEOUT_SECS]),
+        help=f"{Config.DRPC_REQUEST_TIMEOUT_SECS} (default %(default)g)",
     )
     args = parser.parse_args(argv)
     server = DRPCServer(args.host, args.port, {Config.DRPC_REQUEST_TIMEOUT_SECS: args.timeout})

@@ -144,7 +144,7 @@ class BoltDeclarer(_Declarer):
     def fields_grouping(
         self, component: str, fields: Iterable[str], stream: str = DEFAULT_STREAM
     ) -> BoltDeclarer:
-        return self._subscribe(component, stream, Grouping(g.FIELDS, _field_list(fields)))
+        return self._subscribe(component, stream, Grouping(g.FIELDS, field_list(fields)))
 
     def all_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
         return self._subscribe(component, stream, Grouping(g.ALL))
@@ -166,7 +166,7 @@ class BoltDeclarer(_Declarer):
     def partial_key_grouping(
         self, component: str, fields: Iterable[str], stream: str = DEFAULT_STREAM
     ) -> BoltDeclarer:
-        return self._subscribe(component, stream, Grouping(g.PARTIAL_KEY, _field_list(fields)))
+        return self._subscribe(component, stream, Grouping(g.PARTIAL_KEY, field_list(fields)))
 
     def custom_grouping(
         self, component: str, grouping: CustomStreamGrouping, stream: str = DEFAULT_STREAM
@@ -174,7 +174,8 @@ class BoltDeclarer(_Declarer):
         return self._subscribe(component, stream, Grouping(g.CUSTOM, custom=grouping))
 
 
-def _field_list(fields: Iterable[str]) -> list[str]:
+def field_list(fields: Iterable[str]) -> list[str]:
+    """Grouping fields as a list: one field name, or an iterable of them (a Fields)."""
     if isinstance(fields, str):
         return [fields]
     return list(fields)
