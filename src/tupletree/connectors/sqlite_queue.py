@@ -15,7 +15,8 @@ SparkCluster on one machine needs; it is not meant for a real cluster's network 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tupletree.topology.components import Spout
@@ -33,11 +34,28 @@ CREATE INDEX IF NOT EXISTS messages_state ON messages(state, id);
 
 
 def connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    # check_same_thread=False: a LocalCluster opens its spouts on the submitting thread
+    # and then runs them on the worker's; each connection is still used by one thread
+    # at a time (one spout task's).
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(_SCHEMA)
     return conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction that takes the write lock at once (``BEGIN IMMEDIATE``, so
+    concurrent spout tasks queue instead of failing on lock upgrade): committed when
+    the body returns, rolled back when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class SQLiteQueue:
@@ -48,10 +66,8 @@ class SQLiteQueue:
         self._conn = connect(path)
 
     def put(self, bodies: Iterable[str]) -> None:
-        with self._conn:
-            self._conn.execute("BEGIN IMMEDIATE")
+        with immediate(self._conn):
             self._conn.executemany("INSERT INTO messages(body) VALUES (?)", [(b,) for b in bodies])
-            self._conn.execute("COMMIT")
 
     def counts(self) -> dict[str, int]:
         rows = self._conn.execute("SELECT state, COUNT(*) FROM messages GROUP BY state")
@@ -87,16 +103,12 @@ class SQLiteQueueSpout(Spout):
         self._write("UPDATE messages SET state='ready', lease=NULL WHERE lease=?", (self.lease,))
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self.conn):
             self.conn.execute(sql, args)
-        finally:
-            self.conn.execute("COMMIT")
 
     def next_tuple(self) -> None:
         if not self.buffer:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(self.conn):
                 rows = self.conn.execute(
                     "SELECT id, body FROM messages WHERE state='ready' ORDER BY id LIMIT ?",
                     (self.batch,),
@@ -106,8 +118,6 @@ class SQLiteQueueSpout(Spout):
                     "WHERE id=?",
                     [(self.lease, row[0]) for row in rows],
                 )
-            finally:
-                self.conn.execute("COMMIT")
             self.buffer = rows[::-1]
         if self.buffer:
             msg_id, body = self.buffer.pop()
