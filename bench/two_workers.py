@@ -27,7 +27,7 @@ from tupletree.runtime.clock import RealClock
 from tupletree.runtime.worker import Worker, make_layout
 from tupletree.spark.scheduler import assign
 from tupletree.spark.transport import Transport
-from tupletree.spark.worker_process import worker_gc
+from tupletree.spark.worker_process import IDLE_WAIT_MS, local_tasks, worker_gc, worker_round
 
 WORKERS = 2
 
@@ -44,9 +44,7 @@ def conf() -> dict:
 
 def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done: mp.Value) -> None:
     topology = spark_bench.topology(total // WORKERS, WORKERS)
-    layout = make_layout(topology, conf())
-    placement = assign(layout, WORKERS)
-    local = sorted(t for t, w in placement.items() if w == index)
+    placement = assign(make_layout(topology, conf()), WORKERS)
     transport = Transport(zmq.Context.instance(), "127.0.0.1", lambda item, exc: None)
     transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
     transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
@@ -56,14 +54,12 @@ def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done:
         topology,
         conf(),
         RealClock().now,
-        local_tasks=local,
+        local_tasks=local_tasks(placement, index),
         remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
     )
     worker.external_backpressure = transport.blocked
     ready.wait()
-    for peer in range(WORKERS):
-        if peer != index:
-            transport.set_peer(peer, addresses[peer])
+    transport.set_peers(dict(addresses), index)
     worker.start(active=True)
     with worker_gc():
         _loop(worker, transport, spouts_total=total // WORKERS, done=done)
@@ -72,23 +68,24 @@ def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done:
 
 
 def _loop(worker: Worker, transport: Transport, spouts_total: int, done: mp.Value) -> None:
+    """spark/worker_process's loop without the driver: the same rounds, until every
+    worker's spouts have heard back about all their sentences."""
     poller = zmq.Poller()
     poller.register(transport.socket, zmq.POLLIN)
-    spouts = [ex for ex in worker.executors.values() if ex.kind == "spout"]
     finished = False
     while done.value < WORKERS:
-        received = 0 if worker.over_limit() else transport.receive(worker.inboxes, 64)
-        progressed = worker.run_round()
-        transport.flush_due(time.monotonic(), idle=not progressed and not received)
-        if (
-            not finished
-            and sum(ex.metrics.acked + ex.metrics.failed for ex in spouts) >= spouts_total
-        ):
+        busy = worker_round(worker, transport, worker.now())
+        if not finished and _heard(worker) >= spouts_total:
             finished = True
             with done.get_lock():
                 done.value += 1
-        if not progressed and not received:
-            poller.poll(1)
+        if not busy:
+            poller.poll(IDLE_WAIT_MS)
+
+
+def _heard(worker: Worker) -> int:
+    """Sentences this worker's spouts have heard back about (acked or failed)."""
+    return sum(ex.metrics.acked + ex.metrics.failed for ex in worker.spouts)
 
 
 def main() -> None:

@@ -154,12 +154,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_drpc(args: argparse.Namespace) -> int:
-    from tupletree.drpc import cli_main
-
-    return cli_main(args.rest)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tupletree", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -170,9 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workers", type=int, default=None, help="topology.workers")
     run.add_argument("--duration", type=float, default=None, help="stop after SECS")
     run.set_defaults(func=cmd_run)
-    drpc = sub.add_parser("drpc", help="call a DRPC function: tupletree drpc FUNCTION ARGS")
-    drpc.add_argument("rest", nargs=argparse.REMAINDER)
-    drpc.set_defaults(func=cmd_drpc)
+    # Listed for --help only: "drpc" is handed to the DRPC CLI below, before parsing.
+    sub.add_parser("drpc", help="call a DRPC function: tupletree drpc FUNCTION ARGS")
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "drpc":
         # Options may come before the function name: hand everything to the DRPC CLI.

@@ -14,7 +14,6 @@ from tupletree.spark import protocol
 from tupletree.spark.errors import SparkUnavailableError
 from tupletree.spark.session import (
     check_java,
-    get_or_create_session,
     local_master,
     local_session_conf,
     parse_java_major,
@@ -85,8 +84,20 @@ def test_local_master_and_conf():
 
 
 def test_given_session_is_returned_untouched():
-    sentinel = object()
-    assert get_or_create_session(sentinel) == (sentinel, False)  # type: ignore[arg-type]
+    """A session the user passes to SparkCluster is the one it uses, and is not stopped
+    with the cluster (get_or_create_session only runs when none was given)."""
+    from tupletree.spark.cluster import SparkCluster
+
+    class Session:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    sentinel = Session()
+    with SparkCluster(spark=sentinel) as cluster:
+        assert cluster.spark is sentinel
+    assert not sentinel.stopped
 
 
 @pytest.mark.parametrize(

@@ -38,9 +38,8 @@ class NumberedSentences(Spout):
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
-        tasks = context.this_component_tasks()
-        self.next_n = tasks.index(context.task_id)
-        self.step = len(tasks)
+        self.next_n = context.this_task_index
+        self.step = len(context.this_component_tasks())
         self.replay: list[int] = []
 
     def next_tuple(self) -> None:
@@ -177,9 +176,9 @@ def test_cross_worker_acking_with_two_ackers(cluster: SparkCluster) -> None:
     b.set_bolt("sink", AckAll(), parallelism=2).shuffle_grouping("join")
     topology = b.create_topology()
     conf = {**CONF, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}
-    placement = assign(make_layout(topology, validate(conf)), 2)
-    assert set(placement.values()) == {0, 1}
     layout = make_layout(topology, validate(conf))
+    placement = assign(layout, 2)
+    assert set(placement.values()) == {0, 1}
     assert {placement[t] for t in layout.component_to_tasks["__acker"]} == {0, 1}
     # An odd number of words would leave one held in the join: emit pairs only.
     cluster.submit_topology("acks", conf, topology)
@@ -371,4 +370,5 @@ def test_too_few_slots_fails_fast_with_both_numbers(cluster: SparkCluster) -> No
         cluster.submit_topology("big", {Config.TOPOLOGY_WORKERS: 3}, word_count(10))
     assert time.monotonic() - start < 10
     assert "3" in str(info.value) and "2" in str(info.value)
+    assert (info.value.needed, info.value.available) == (3, 2)
     assert "big" not in cluster.topologies()

@@ -9,4 +9,10 @@ when they are used:
   worker, plus the control service workers register with.
 - ``worker_side``: ``ControlClient``, what a worker uses to talk to that service.
 - ``protocol``: the signed, pickled control frames both sides exchange.
+- ``cluster``: ``SparkCluster``, a topology as ``topology.workers`` launched workers.
+- ``scheduler``: which worker runs which tasks (Storm's even scheduler).
+- ``worker_process``: the body of a worker in its Spark task (the scheduler loop).
+- ``transport``, ``frames``: tuples and acker messages between workers over ZeroMQ,
+  and how a batch of them is laid out on the wire.
+- ``errors``: what a failed launch raises.
 """

@@ -27,29 +27,31 @@ from tupletree.cluster import ClusterBase
 from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
-from tupletree.runtime.worker import make_layout, pickled_components
+from tupletree.runtime.worker import MAX_ERRORS_KEPT, make_layout, pickled_components
 from tupletree.spark.scheduler import assign
 from tupletree.topology.builder import Topology
 
 log = logging.getLogger("tupletree")
 
 START_TIMEOUT_SECS = 120.0
-MAX_ERRORS_KEPT = 1000
+# On a cluster master, how long executors may take to register before a submit is
+# refused for want of slots (the launcher's check; it does not wait under dynamic
+# allocation, where executors come only once tasks are pending).
+SLOT_WAIT_SECS = 100.0
 
 
 class _Running:
     """Driver-side state of one submitted topology."""
 
-    def __init__(self, name: str, layout: Any, launcher: Any, active: bool) -> None:
-        self.name = name
+    def __init__(self, layout: Any, launcher: Any, active: bool) -> None:
         self.layout = layout
         self.launcher = launcher
         self.active = active
         self.lock = threading.Lock()
         self.snapshots: dict[tuple[int, int], dict[int, dict[str, Any]]] = {}
-        self.reports: dict[int, dict[str, Any]] = {}  # worker -> latest metrics message
+        self.reports: dict[int, dict[str, Any]] = {}  # worker -> its latest metrics message
         self.report_times: dict[int, float] = {}
-        self.ready: set[tuple[int, int]] = set()
+        self.ready: set[int] = set()  # workers that said "ready" (any attempt)
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.logs: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.changed = threading.Condition(self.lock)
@@ -60,12 +62,12 @@ class _Running:
         with self.lock:
             if kind == "metrics":
                 self.snapshots[(message.worker, message.attempt)] = msg["snapshot"]
-                self.reports[message.worker] = {**msg, "attempt": message.attempt}
+                self.reports[message.worker] = msg
                 self.report_times[message.worker] = time.monotonic()
                 for text in msg.get("errors", ()):
                     self.errors.append(f"worker {message.worker}: {text}")
             elif kind == "ready":
-                self.ready.add((message.worker, message.attempt))
+                self.ready.add(message.worker)
                 if message.attempt and message.attempt > 0:
                     # A restarted worker starts in the state the topology had at submit.
                     self.launcher.send(
@@ -116,7 +118,9 @@ class SparkCluster(ClusterBase):
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            self._spark, self._owns_session = _session(self._requested_master)
+            from tupletree.spark.session import get_or_create_session
+
+            self._spark, self._owns_session = get_or_create_session(self._requested_master)
         return self._spark
 
     @property
@@ -149,28 +153,28 @@ class SparkCluster(ClusterBase):
         workers = full_conf[Config.TOPOLOGY_WORKERS]
         placement = assign(layout, workers)
         main = TopologyWorkerMain(name, blob, full_conf, placement, active=not inactive)
-        _wait_for_executors(self.spark.sparkContext, workers)
-        running = _Running(name, layout, None, active=not inactive)
+        running = _Running(layout, None, active=not inactive)
         launcher = WorkerLauncher(
             self.spark,
             main,
             workers,
             name=name,
             start_timeout=START_TIMEOUT_SECS,
+            slot_wait=SLOT_WAIT_SECS,
             on_message=running.on_message,
         )
         running.launcher = launcher
         launcher.start()
         deadline = time.monotonic() + START_TIMEOUT_SECS
         with running.lock:
-            while {w for w, _ in running.ready} != set(range(workers)):
+            while running.ready != set(range(workers)):
                 if launcher.job_error is not None or not launcher.running:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 running.changed.wait(min(remaining, 0.5))
-            ready = {w for w, _ in running.ready}
+            ready = set(running.ready)
             errors = list(running.errors)
         if ready != set(range(workers)):
             launcher.stop(timeout=10.0)
@@ -259,75 +263,14 @@ class SparkCluster(ClusterBase):
             self._spark = None
 
 
-EXECUTOR_WAIT_SECS = 60.0
-
-
-def _wait_for_executors(sc: Any, workers: int) -> None:
-    """On a cluster master, executors register some seconds after the session starts;
-    wait (bounded) until there are slots for every worker, so the launcher's fail-fast
-    slot check judges the cluster, not its start-up. Local masters have their slots at
-    once and are not waited for."""
-    from tupletree.spark.slots import is_local_master, slot_info
-
-    if is_local_master(sc.master):
-        return
-    deadline = time.monotonic() + EXECUTOR_WAIT_SECS
-    while slot_info(sc).free < workers and time.monotonic() < deadline:
-        time.sleep(0.5)
-
-
 def _all_idle(running: _Running, since: float) -> bool:
     workers = running.launcher.num_workers
-    if len(running.reports) < workers:
-        return False
     if any(running.report_times.get(w, 0) < since for w in range(workers)):
         return False
     reports = [running.reports[w] for w in range(workers)]
     sent = sum(r["frames_sent"] for r in reports)
     received = sum(r["frames_received"] for r in reports)
     return all(r["idle"] for r in reports) and sent == received
-
-
-def _session(master: str | None) -> tuple[Any, bool]:
-    """The SparkSession to use and whether we created it (and so must stop it)."""
-    import os
-
-    from tupletree.spark import session as sessions
-
-    existing = sessions.active_session()
-    if existing is not None:
-        return existing, False
-    if os.environ.get("PYSPARK_GATEWAY_PORT"):
-        # Launched by spark-submit: its --master and --conf already apply.
-        sessions.use_this_python()
-        from pyspark.sql import SparkSession
-
-        return SparkSession.builder.appName("tupletree").getOrCreate(), True
-    slots = _local_slots(master)
-    if slots is not False:
-        return sessions.build_local_session(slots), True
-    sessions.check_pyspark()
-    sessions.check_java()
-    sessions.use_this_python()
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master(master)
-    for key, value in sessions.local_session_conf().items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate(), True
-
-
-def _local_slots(master: str | None) -> int | bool | None:
-    """For local masters, the slot count (None: all cores); False for a real cluster.
-
-    ``local[N]`` becomes ``local[N,4]``: without the retry count Spark would not re-run a
-    worker that died, and the topology would stop with it."""
-    if master is None or master in ("local", "local[*]"):
-        return None if master != "local" else 1
-    if master.startswith("local["):
-        inner = master[len("local[") : -1].split(",")[0]
-        return None if inner == "*" else int(inner)
-    return False
 
 
 def _ship_user_modules_by_value(topology: Topology) -> None:

@@ -63,7 +63,9 @@ class FrameBuffer:
 
 
 class RemoteInbox:
-    """Stands in for a remote task's inbox: buffers items for the next flush."""
+    """Stands in for a remote task's inbox: buffers items for the next flush. Only
+    ``append``: what waits here never counts against a worker's own backpressure
+    (Worker.over_limit reads its local bolts' inboxes; Transport.blocked covers this)."""
 
     __slots__ = ("_buffer", "_task")
 
@@ -75,9 +77,6 @@ class RemoteInbox:
         buffer = self._buffer
         buffer.tasks.append(self._task)
         buffer.items.append(item)
-
-    def __len__(self) -> int:
-        return 0  # nothing queued *here* counts against local backpressure
 
 
 def encode(tasks: list[int], items: list[Any]) -> Frame:

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -67,7 +67,6 @@ class WorkerInfo:
     address: str
     task_attempt_id: int | None
     registered_at: float  # time.monotonic()
-    last_seen: float  # time.monotonic() of its last message
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -113,6 +112,7 @@ class WorkerLauncher:
         name: str = "topology",
         assignments: Mapping[int, Any] | None = None,
         start_timeout: float = 30.0,
+        slot_wait: float | None = None,
         bind_host: str | None = None,
         ping_interval: float = 1.0,
         on_message: MessageHandler | None = None,
@@ -126,6 +126,7 @@ class WorkerLauncher:
         self._worker_main = worker_main
         self._assignments = dict(assignments or {})
         self._start_timeout = start_timeout
+        self._slot_wait = start_timeout / 3 if slot_wait is None else slot_wait
         self._bind_host = bind_host
         self._ping_interval = ping_interval
         self._on_message = on_message
@@ -148,7 +149,6 @@ class WorkerLauncher:
         self._seen_pids: set[tuple[str, int]] = set()
 
         self._inbox: deque[WorkerMessage] = deque(maxlen=inbox_size)
-        self.dropped_messages = 0
         self._outbox: queue.Queue[tuple[bytes, list[bytes]]] = queue.Queue()
         self._ctx = zmq.Context.instance()
         self._router: zmq.Socket | None = None
@@ -283,12 +283,6 @@ class WorkerLauncher:
             return dict(self._workers)
 
     @property
-    def peers(self) -> dict[int, str]:
-        """Snapshot: worker index -> address of its data socket."""
-        with self._lock:
-            return {i: w.address for i, w in self._workers.items()}
-
-    @property
     def job_error(self) -> BaseException | None:
         """The error the Spark job ended with, if it ended with one."""
         with self._lock:
@@ -299,12 +293,6 @@ class WorkerLauncher:
         """True while the Spark job that runs the workers has not ended."""
         with self._lock:
             return self._started and not self._job_done
-
-    @property
-    def worker_errors(self) -> dict[int, str]:
-        """Worker index -> the last fatal error that worker reported."""
-        with self._lock:
-            return dict(self._worker_errors)
 
     def wait_for_registration(
         self, worker: int, min_attempt: int = 0, timeout: float = 30.0
@@ -327,13 +315,6 @@ class WorkerLauncher:
                     )
                 self._changed.wait(remaining)
 
-    def silent_workers(self, older_than: float) -> list[int]:
-        """Workers not heard from for ``older_than`` seconds (heartbeats come every
-        second): candidates for ``restart_worker`` when hung but not dead."""
-        now = time.monotonic()
-        with self._lock:
-            return sorted(i for i, w in self._workers.items() if now - w.last_seen > older_than)
-
     # ================================================================= start steps
 
     def _check_spark_settings(self) -> None:
@@ -349,13 +330,14 @@ class WorkerLauncher:
         """Refuse at once when Spark cannot run every worker at the same time.
 
         On a local master the count is final. On a cluster, executors may still be
-        registering right after the session started, so we wait for them a little
-        (up to a third of the start timeout). With dynamic allocation Spark adds
-        executors only once tasks are pending, so we leave it to the start timeout.
+        registering right after the session started, so we wait for them up to
+        ``slot_wait`` seconds (default: a third of the start timeout). With dynamic
+        allocation Spark adds executors only once tasks are pending, so we leave it to
+        the start timeout.
         """
         conf = self.sc.getConf()
         dynamic = (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true"
-        deadline = time.monotonic() + self._start_timeout / 3
+        deadline = time.monotonic() + self._slot_wait
         while True:
             with _reservations_lock:
                 held = _reservations.setdefault(id(self.sc), {})
@@ -584,7 +566,6 @@ class WorkerLauncher:
             address=msg["address"],
             task_attempt_id=msg.get("task_attempt_id"),
             registered_at=now,
-            last_seen=now,
             info=dict(msg.get("info") or {}),
         )
         with self._changed:
@@ -648,9 +629,7 @@ class WorkerLauncher:
     def _handle_message(self, index: int, attempt: int, msg: Message) -> None:
         with self._changed:
             current = self._workers.get(index)
-            if current is not None and current.attempt == attempt:
-                self._workers[index] = replace(current, last_seen=time.monotonic())
-            elif current is not None and attempt < current.attempt:
+            if current is not None and attempt < current.attempt:
                 return  # from an attempt that has been replaced
             kind = msg.get("type")
             if kind == protocol.TASK_STARTED:
@@ -672,9 +651,7 @@ class WorkerLauncher:
                 log.exception("%s: on_message handler failed", self.name)
             return
         with self._changed:
-            if len(self._inbox) == self._inbox.maxlen:
-                self.dropped_messages += 1
-            self._inbox.append(message)
+            self._inbox.append(message)  # bounded: the oldest goes when it is full
             self._changed.notify_all()
 
     # ================================================================= shutdown

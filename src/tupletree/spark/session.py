@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tupletree.spark.errors import SparkUnavailableError
+from tupletree.spark.slots import slots_from_master
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -175,12 +176,20 @@ def build_local_session(
     hands that one back and ignores the master and settings given here (Spark allows one
     context per process); use ``get_or_create_session`` to get it explicitly.
     """
+    return build_session(local_master(slots, max_failures), slots=slots, conf=conf)
+
+
+def build_session(
+    master: str, *, slots: int | None = None, conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """Start a SparkSession on ``master`` with tupletree's settings
+    (``local_session_conf(slots)``, overridden by ``conf``). Checks pyspark and Java."""
     check_pyspark()
     check_java()
     use_this_python()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(local_master(slots, max_failures))
+    builder = SparkSession.builder.master(master)
     settings = local_session_conf(slots)
     settings.update(conf or {})
     for key, value in settings.items():
@@ -202,22 +211,28 @@ def active_session() -> SparkSession | None:
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
-def get_or_create_session(
-    spark: SparkSession | None = None,
-    *,
-    slots: int | None = None,
-    max_failures: int = DEFAULT_MAX_FAILURES,
-    conf: Mapping[str, str] | None = None,
-) -> tuple[SparkSession, bool]:
-    """Return ``(session, created)``: the given or running session, else a new local one.
+def get_or_create_session(master: str | None = None) -> tuple[SparkSession, bool]:
+    """Return ``(session, created)``: the session running in this process; under
+    spark-submit, the one its options describe; else a new one on ``master`` (default
+    ``local[*]``). A local ``local[N]`` becomes ``local[N,4]``: without the retry count
+    Spark would not re-run a worker that died, and the topology would stop with it.
 
     ``created`` tells the caller whether it owns the session and should stop it when it
-    is done (SparkCluster's ``__exit__``); a session the user passed in, or one that was
-    already running, is left alone.
+    is done (SparkCluster's ``__exit__``); one that was already running is left alone.
     """
-    if spark is not None:
-        return spark, False
     existing = active_session()
     if existing is not None:
         return existing, False
-    return build_local_session(slots, max_failures=max_failures, conf=conf), True
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit: its --master and --conf already apply.
+        use_this_python()
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.appName("tupletree").getOrCreate(), True
+    master = master or "local[*]"
+    if master == "local" or master.startswith("local["):
+        slots = slots_from_master(master)
+        if slots is None:
+            raise ValueError(f"cannot read a slot count from the Spark master {master!r}")
+        return build_local_session(slots), True
+    return build_session(master), True

@@ -77,6 +77,12 @@ class Transport:
             buffer = self._buffers[worker] = FrameBuffer()
         return RemoteInbox(buffer, task)
 
+    def set_peers(self, addresses: dict[int, str], me: int) -> None:
+        """``set_peer`` for every worker of a peer table but this one (``me``)."""
+        for worker, address in addresses.items():
+            if worker != me:
+                self.set_peer(worker, address)
+
     def set_peer(self, worker: int, address: str) -> None:
         """(Re)connect to a peer; a restarted worker comes back with a new address.
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,25 +67,23 @@ class TopologyWorkerMain:
             transport = Transport(context, advertise_host(control_address), unserializable)
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
-            local_tasks = _local(placement, index)
+            mine = local_tasks(placement, index)
             try:
-                control.register(transport.address, info={"tasks": local_tasks})
+                control.register(transport.address, info={"tasks": mine})
                 worker = Worker(
                     self.name,
                     topology,
                     self.conf,
                     RealClock().now,
-                    local_tasks=local_tasks,
+                    local_tasks=mine,
                     remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
                     components=pickled_components(topology, cloudpickle.dumps),
                 )
                 worker_ref.append(worker)
                 worker.external_backpressure = transport.blocked
-                for peer, address in control.wait_for_peers().items():
-                    if peer != index:
-                        transport.set_peer(peer, address)
+                transport.set_peers(control.wait_for_peers(), index)
                 worker.start(active=self.active)
-                control.send({"type": "ready", "pid": os.getpid()})
+                control.send({"type": "ready"})
                 with worker_gc():
                     _loop(worker, transport, control, index)
             finally:
@@ -158,8 +155,24 @@ def worker_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _local(placement: dict[int, int], index: int) -> list[int]:
+def local_tasks(placement: dict[int, int], index: int) -> list[int]:
+    """The tasks ``placement`` (task -> worker) gives worker ``index``."""
     return sorted(t for t, w in placement.items() if w == index)
+
+
+def worker_round(worker: Worker, transport: Any, now: float) -> bool:
+    """One round of a worker with peers: timers that are due, frames in (unless a local
+    inbox is over its limit), a turn for every task, frames out when due. True if it
+    received or did anything; when not, the caller may wait on the data socket."""
+    due = worker.next_timer_due()
+    if due is not None and now >= due:
+        worker.fire_timers(now)
+    received = 0
+    if not worker.over_limit():
+        received = transport.receive(worker.inboxes, RECEIVE_FRAMES_PER_ROUND)
+    busy = worker.run_round() or received > 0
+    transport.flush_due(now, idle=not busy)
+    return busy
 
 
 def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
@@ -169,10 +182,8 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     last_report = 0.0
     errors_sent = 0
     idle_rounds = 0
-    rounds = 0
     draining_since: float | None = None
     while True:
-        rounds += 1
         msg = control.recv(0)
         while msg is not None:
             kind = msg.get("type")
@@ -181,38 +192,26 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
             elif kind == "deactivate":
                 worker.deactivate()
             elif kind == "peers":
-                for peer, address in msg["peers"].items():
-                    if peer != index:
-                        transport.set_peer(peer, address)
+                transport.set_peers(msg["peers"], index)
             msg = control.recv(0)
         # Set by the client for a "stop" message and for a driver gone silent alike.
         if control.stop_requested.is_set() and draining_since is None:
             worker.deactivate()
             draining_since = clock_now()
         now = clock_now()
-        due = worker.next_timer_due()
-        if due is not None and now >= due:
-            worker.fire_timers(now)
-        received = 0
-        if not worker.over_limit():
-            received = transport.receive(worker.inboxes, RECEIVE_FRAMES_PER_ROUND)
-        progressed = worker.run_round()
-        transport.flush_due(now, idle=not progressed and not received)
-        if progressed or received:
-            idle_rounds = 0
-        else:
-            idle_rounds += 1
+        busy = worker_round(worker, transport, now)
+        idle_rounds = 0 if busy else idle_rounds + 1
         if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
-            errors_sent = _report(worker, transport, control, errors_sent, rounds, idle_rounds > 0)
+            errors_sent = _report(worker, transport, control, errors_sent, idle_rounds > 0)
             last_report = now
         if draining_since is not None and (
             (idle_rounds > 2 and not transport.blocked()) or now - draining_since > DRAIN_SECS
         ):
             break
-        if not progressed and not received:
+        if not busy:
             poller.poll(IDLE_WAIT_MS)
     worker.shutdown()
-    _report(worker, transport, control, errors_sent, rounds, idle=True, final=True)
+    _report(worker, transport, control, errors_sent, idle=True)
 
 
 def _report(
@@ -220,9 +219,7 @@ def _report(
     transport: Any,
     control: Any,
     errors_sent: int,
-    rounds: int,
     idle: bool,
-    final: bool = False,
 ) -> int:
     """Send the driver this worker's metrics and new errors; return the errors sent."""
     control.send(
@@ -233,8 +230,6 @@ def _report(
             "idle": idle and not transport.blocked(),
             "frames_sent": transport.frames_sent,
             "frames_received": transport.frames_received,
-            "rounds": rounds,
-            "final": final,
         }
     )
     return worker.error_count

@@ -33,7 +33,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -90,7 +90,6 @@ class Welcome:
     num_workers: int
     peers: dict[int, str]
     assignment: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _task_attempt_id() -> int | None:
@@ -108,7 +107,7 @@ class ControlClient:
 
     Register with ``register(data_address)``; then ``recv`` yields the driver's
     messages (``welcome``, ``peers`` updates, ``stop``, and any command dict the driver
-    sends, e.g. ``{"type": "activate"}``); ``send``/``heartbeat``/``report_error``/``log``
+    sends, e.g. ``{"type": "activate"}``); ``send``/``report_error``/``log``
     go the other way. Thread-safe. ``stop_requested`` is set once a ``stop`` arrived
     (or the driver was silent for ``driver_timeout`` seconds).
     """
@@ -121,7 +120,6 @@ class ControlClient:
         *,
         heartbeat_interval: float = 1.0,
         driver_timeout: float | None = 30.0,
-        heartbeat_stats: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.worker_index = worker_index
         self.attempt = attempt
@@ -129,7 +127,6 @@ class ControlClient:
         self._endpoint, self._secret = parse_control_address(control_address)
         self._heartbeat_interval = heartbeat_interval
         self._driver_timeout = driver_timeout
-        self._heartbeat_stats = heartbeat_stats
 
         self.peers: dict[int, str] = {}
         self.num_workers: int | None = None
@@ -219,10 +216,6 @@ class ControlClient:
             raise ValueError(f"control messages need a 'type' key: {msg!r}")
         self._send_raw(msg)
 
-    def heartbeat(self, **stats: Any) -> None:
-        """Send a heartbeat now (one is also sent every ``heartbeat_interval``)."""
-        self._send_raw({"type": protocol.HEARTBEAT, **stats})
-
     def report_error(self, exc: BaseException, *, fatal: bool = False) -> None:
         """Tell the driver about an error, with its traceback."""
         self._send_raw(error_message(exc, fatal=fatal))
@@ -298,16 +291,9 @@ class ControlClient:
             self._dealer.send_multipart(frames)
 
     def _send_heartbeat(self) -> None:
-        stats: dict[str, Any] = {}
-        if self._heartbeat_stats is not None:
-            try:
-                stats = dict(self._heartbeat_stats())
-            except Exception as exc:
-                stats = {"stats_error": repr(exc)}
         self._dealer.send_multipart(
             protocol.encode(
-                self._secret,
-                (self.worker_index, self.attempt, {"type": protocol.HEARTBEAT, **stats}),
+                self._secret, (self.worker_index, self.attempt, {"type": protocol.HEARTBEAT})
             )
         )
 
@@ -349,16 +335,10 @@ class ControlClient:
                 self.peers.update(msg["peers"])
                 self.assignment = msg.get("assignment")
                 self._peers_changed.notify_all()
-            extra = {
-                k: v
-                for k, v in msg.items()
-                if k not in {"type", "num_workers", "peers", "assignment"}
-            }
             self._welcome = Welcome(
                 num_workers=msg["num_workers"],
                 peers=dict(msg["peers"]),
                 assignment=msg.get("assignment"),
-                extra=extra,
             )
             self._welcomed.set()
         elif kind == protocol.PEERS:
