@@ -133,3 +133,31 @@ def test_busy_worker_sends_full_frames_or_after_the_linger() -> None:
     assert b.frames_received == 4  # [0], [1..5], [6], [7]
     a.close()
     b.close()
+
+
+def test_items_appended_while_reporting_an_unpicklable_one_are_sent() -> None:
+    """Reporting an unpicklable tuple fails its tree, which appends a FAIL to the acker's
+    inbox; when that acker is on the same peer, the FAIL goes in the next frame instead
+    of being lost with the frame being built."""
+    ctx = zmq.Context.instance()
+    b = Transport(ctx, "127.0.0.1", lambda item, exc: None)
+    acker: list[Any] = []
+
+    def fail_tree(item: Any, exc: BaseException) -> None:
+        acker.append((2, item._root, 0, 0))
+
+    a = Transport(ctx, "127.0.0.1", fail_tree)
+    a.set_peer(1, b.address)
+    acker = a.remote_inbox(9, worker=1)
+    src = TupleSource("spout", "default", 1, Fields(["v"]))
+    a.remote_inbox(3, worker=1).append(Tuple([threading.Lock()], src, 77, 88))
+    for _ in range(50):
+        a.flush()
+        if not a.blocked() and a.buffered() == 0:
+            break
+        threading.Event().wait(0.02)
+    inboxes = {3: deque(), 9: deque()}
+    receive_all(b, inboxes, 1)
+    assert list(inboxes[9]) == [(2, 77, 0, 0)] and not inboxes[3]
+    a.close()
+    b.close()

@@ -1,21 +1,33 @@
 """Frames: how a batch of items bound for one peer worker is laid out on the wire.
 
-The sending side of a remote task's inbox is a ``RemoteInbox``: its ``append`` adds the
-task id and the item to the peer's ``FrameBuffer`` (two parallel lists, no object per
-item). At each flush the buffer becomes one frame, pickled once.
+A remote task's inbox is a plain list held by its peer's ``PeerBuffer``: an emit to a
+task on another worker is one ``list.append``, as cheap as a local delivery. At each
+flush the buffer becomes one frame, pickled once.
 
-Decision: a frame is columnar, not a list of per-item records. Tuples become a table
-of their sources plus parallel columns (target task, source index, root, edge, values);
-the integer columns travel as ``array`` bytes, which pickle and unpickle as one blob
-instead of one object per number. Tuples in several trees (rare) carry their
-``{root: edge}`` dict in a side table keyed by position. Acker messages and replies are
-small tuples already and go as they are. Against per-item ``(task, values, source,
-root, edge, roots)`` records, a scratch comparison of the two layouts (interpreted, one
-process, 200-item frames) measured 0.34 -> 0.27 us per item to encode and 0.34 -> 0.28
-to decode. This module is compiled with the hot path; with it,
-``python bench/transport.py`` went from send 0.71 / receive 0.65 us per item (records,
-interpreted) to 0.52-0.56 / 0.42-0.46. Integer columns are pickled as lists instead:
-no better (0.68-0.99 / 0.55-0.69 in the same minutes).
+Decisions:
+
+- A frame is columnar, not a list of per-item records. Per target task it holds runs of
+  items of one kind, in the order they were appended: tuples from one source (a table
+  of sources is sent once per frame), or other items (acker messages and replies:
+  small tuples of ints, pickled as they are). The order of items bound for one task is
+  kept; items bound for different tasks may cross in another order, as Storm promises
+  order only per pair of tasks (the acker accepts an ack before its init; nothing
+  else orders across tasks).
+- Roots and edges travel as ``array`` bytes, which pickle and unpickle as one blob
+  instead of one object per number. Tuples in several trees (rare) carry their
+  ``{root: edge}`` dict in a side table keyed by position.
+- Values are one flat list for the whole frame: a tuple's values are as many as its
+  source declares fields (every emit checks it), so the receiver slices them back.
+  Pickle then writes one list instead of a list per tuple, and loads one: loading was
+  the costliest step of a frame (231 of ~720 ns per item, scratch timing), most of it
+  filling a list per tuple.
+
+Measured with callgrind (instructions, repeatable where wall clock on this VM is not):
+encode + dumps + loads + decode of 200-item frames (word tuples, sentences, acker
+messages; a scratch script, compiled) 5,922 -> 4,214 instructions per item against the
+previous layout (a target-task column, a values list per tuple, a Python-level
+``RemoteInbox.append``); ``bash bench/instructions_two.sh`` 155,098 / 144,349 ->
+130,806 / 129,396 instructions per sentence over both workers (old, new alternated).
 """
 
 from __future__ import annotations
@@ -27,98 +39,133 @@ from typing import Any
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
-# (source table, tasks, source indexes, roots, edges, values, multi-tree edges,
-#  other tasks, other items)
+# (source table, runs, roots, edges, values, multi-tree edges, other items)
+# runs: for each target task, [task, number of runs, then (code, length) per run]:
+# code >= 0 is a run of tuples from source ``table[code]``, OTHERS a run of other items.
 Frame = tuple[
     list[tuple[Any, ...]],
-    bytes,
-    bytes,
+    list[int],
     bytes,
     bytes,
     list[Any],
     dict[int, Any],
-    list[int],
     list[Any],
 ]
 
+OTHERS = -1
 
-class FrameBuffer:
-    """Items waiting for the next flush to one peer, with their target tasks."""
 
-    __slots__ = ("items", "tasks")
+class PeerBuffer:
+    """Items waiting for the next flush to one peer: a list per target task."""
+
+    __slots__ = ("lists",)
 
     def __init__(self) -> None:
-        self.tasks: list[int] = []
-        self.items: list[Any] = []
+        self.lists: dict[int, list[Any]] = {}
+
+    def inbox(self, task: int) -> list[Any]:
+        """The list that stands for ``task``'s inbox: only ever appended to and, by the
+        transport, emptied. What waits here never counts against a worker's own
+        backpressure (Worker.over_limit reads its local bolts' inboxes;
+        Transport.blocked covers this)."""
+        items = self.lists.get(task)
+        if items is None:
+            items = self.lists[task] = []
+        return items
 
     def __len__(self) -> int:
-        return len(self.items)
+        return sum([len(items) for items in self.lists.values()])
 
-    def take(self) -> tuple[list[int], list[Any]]:
-        """The buffered (tasks, items); the buffer is empty afterwards."""
-        tasks, items = self.tasks, self.items
-        self.tasks = []
-        self.items = []
-        return tasks, items
+    def take(self) -> dict[int, list[Any]]:
+        """The waiting items (task -> items), leaving every list empty.
 
-
-class RemoteInbox:
-    """Stands in for a remote task's inbox: buffers items for the next flush. Only
-    ``append``: what waits here never counts against a worker's own backpressure
-    (Worker.over_limit reads its local bolts' inboxes; Transport.blocked covers this)."""
-
-    __slots__ = ("_buffer", "_task")
-
-    def __init__(self, buffer: FrameBuffer, task: int) -> None:
-        self._buffer = buffer
-        self._task = task
-
-    def append(self, item: Any) -> None:
-        buffer = self._buffer
-        buffer.tasks.append(self._task)
-        buffer.items.append(item)
+        Copied out, not swapped: the lists are the inboxes whose ``append`` the
+        collectors hold. And taken before encoding, because reporting an item that
+        cannot be serialized fails its trees, which can append to these very lists."""
+        taken: dict[int, list[Any]] = {}
+        for task, items in self.lists.items():
+            if items:
+                taken[task] = items.copy()
+                items.clear()
+        return taken
 
 
-def encode(tasks: list[int], items: list[Any]) -> Frame:
-    """The frame (plain data, ready to pickle) for ``items`` bound for ``tasks``."""
+def encode(lists: dict[int, list[Any]]) -> Frame:
+    """The frame (plain data, ready to pickle) for the items in ``lists`` (task -> items).
+
+    Raises ValueError for a tuple whose values do not match its source's fields (no
+    collector emits one)."""
     index: dict[TupleSource, int] = {}
     table: list[tuple[Any, ...]] = []
-    t_tasks: list[int] = []
-    t_srcs: list[int] = []
+    arities: list[int] = []
+    runs: list[int] = []
     roots: list[Any] = []
     edges: list[Any] = []
     values: list[Any] = []
     multi: dict[int, Any] = {}
-    o_tasks: list[int] = []
     others: list[Any] = []
-    for k in range(len(items)):
-        item = items[k]
-        if type(item) is Tuple:
-            tup: Tuple = item
-            src = tup._src
-            i = index.get(src)
-            if i is None:
-                i = index[src] = len(table)
-                table.append((src.component, src.stream, src.task, tuple(src.fields)))
-            if tup._roots is not None:
-                multi[len(t_tasks)] = tup._roots
-            t_tasks.append(tasks[k])
-            t_srcs.append(i)
-            roots.append(tup._root)
-            edges.append(tup._edge)
-            values.append(tup.values)
-        else:
-            o_tasks.append(tasks[k])
-            others.append(item)
+    for task, items in lists.items():
+        n = len(items)
+        if n == 0:
+            continue
+        runs.append(task)
+        count_at = len(runs)
+        runs.append(0)
+        code = -2  # no run yet
+        length = 0
+        last_src: TupleSource | None = None
+        for k in range(n):
+            item = items[k]
+            if type(item) is Tuple:
+                tup: Tuple = item
+                src = tup._src
+                if src is not last_src:
+                    i = index.get(src)
+                    if i is None:
+                        i = index[src] = len(table)
+                        table.append((src.component, src.stream, src.task, tuple(src.fields)))
+                        arities.append(len(src.fields))
+                    last_src = src
+                    item_code = i
+                else:
+                    item_code = code
+                if tup._roots is not None:
+                    multi[len(roots)] = tup._roots
+                roots.append(tup._root)
+                edges.append(tup._edge)
+                vals = tup.values
+                if len(vals) == 1 and arities[item_code] == 1:
+                    values.append(vals[0])
+                elif len(vals) == arities[item_code]:
+                    values.extend(vals)
+                else:
+                    raise ValueError(
+                        f"tuple from {src.component!r} on stream {src.stream!r} has "
+                        f"{len(vals)} value(s) for {arities[item_code]} field(s)"
+                    )
+            else:
+                others.append(item)
+                item_code = OTHERS
+                last_src = None
+            if item_code == code:
+                length += 1
+            else:
+                if length:
+                    runs.append(code)
+                    runs.append(length)
+                    runs[count_at] += 1
+                code = item_code
+                length = 1
+        runs.append(code)
+        runs.append(length)
+        runs[count_at] += 1
     return (
         table,
-        array("q", t_tasks).tobytes(),
-        array("q", t_srcs).tobytes(),
+        runs,
         array("Q", roots).tobytes(),
         array("Q", edges).tobytes(),
         values,
         multi,
-        o_tasks,
         others,
     )
 
@@ -130,31 +177,56 @@ def decode(
 ) -> int:
     """Deliver a frame's items to local inboxes (``deliver``: task -> inbox append);
     return how many. ``known`` keeps one TupleSource per source across frames."""
-    table, b_tasks, b_srcs, b_roots, b_edges, values, multi, o_tasks, others = frame
+    table, runs, b_roots, b_edges, values, multi, others = frame
     sources: list[TupleSource] = []
+    arities: list[int] = []
     for key in table:
         src = known.get(key)
         if src is None:
             component, stream, task, fields = key
             src = known[key] = TupleSource(component, stream, task, Fields(list(fields)))
         sources.append(src)
-    tasks = _ints("q", b_tasks)
-    srcs = _ints("q", b_srcs)
-    roots = _ints("Q", b_roots)
-    edges = _ints("Q", b_edges)
-    n = len(tasks)
-    if multi:
-        for k in range(n):
-            deliver[tasks[k]](Tuple(values[k], sources[srcs[k]], roots[k], edges[k], multi.get(k)))
-    else:
-        for k in range(n):
-            deliver[tasks[k]](Tuple(values[k], sources[srcs[k]], roots[k], edges[k]))
-    for k in range(len(others)):
-        deliver[o_tasks[k]](others[k])
-    return n + len(others)
+        arities.append(len(key[3]))
+    roots = _ints(b_roots)
+    edges = _ints(b_edges)
+    t = 0  # next tuple (roots, edges, multi)
+    v = 0  # next value
+    o = 0  # next other item
+    h = 0
+    end = len(runs)
+    while h < end:
+        put = deliver[runs[h]]
+        n_runs = runs[h + 1]
+        h += 2
+        for _ in range(n_runs):
+            code = runs[h]
+            length = runs[h + 1]
+            h += 2
+            if code == OTHERS:
+                for k in range(o, o + length):
+                    put(others[k])
+                o += length
+                continue
+            src = sources[code]
+            arity = arities[code]
+            stop = t + length
+            if multi:
+                for k in range(t, stop):
+                    put(Tuple(values[v : v + arity], src, roots[k], edges[k], multi.get(k)))
+                    v += arity
+            elif arity == 1:
+                for k in range(t, stop):
+                    put(Tuple([values[v]], src, roots[k], edges[k]))
+                    v += 1
+            else:
+                for k in range(t, stop):
+                    put(Tuple(values[v : v + arity], src, roots[k], edges[k]))
+                    v += arity
+            t = stop
+    return t + o
 
 
-def _ints(typecode: str, data: bytes) -> list[Any]:
-    column = array(typecode)
+def _ints(data: bytes) -> list[Any]:
+    column = array("Q")
     column.frombytes(data)
     return column.tolist()

@@ -2,8 +2,8 @@
 
 Each worker binds one PULL socket (its address goes to the driver, which hands the
 table to every peer) and keeps one PUSH socket per peer. An emit to a task on another
-worker appends the task and the item to that peer's buffer (``RemoteInbox``, the same
-``append`` as a local inbox). After each scheduler round the worker calls
+worker appends the item to that task's list in the peer's buffer (``PeerBuffer``: the
+remote task's inbox is a plain list). After each scheduler round the worker calls
 ``flush_due``, which, when a frame is due, encodes each buffer as one frame
 (spark/frames.py says how it is laid out) and pickles it once, so values are
 serialized once per batch.
@@ -31,8 +31,8 @@ from typing import Any
 
 import zmq
 
-from tupletree.spark.frames import FrameBuffer, RemoteInbox, decode, encode
-from tupletree.topology.tuple import Tuple, TupleSource
+from tupletree.spark.frames import PeerBuffer, decode, encode
+from tupletree.topology.tuple import TupleSource
 
 SEND_HWM = 64  # frames queued per peer socket before sends would block
 # When a busy worker sends (``flush_due``): once this many items wait, or once the
@@ -58,7 +58,7 @@ class Transport:
         self._on_unserializable = on_unserializable
         self._push: dict[int, zmq.Socket] = {}
         self._addresses: dict[int, str] = {}
-        self._buffers: dict[int, FrameBuffer] = {}
+        self._buffers: dict[int, PeerBuffer] = {}
         self._stalled: dict[int, list[bytes]] = {}
         self._sources: dict[tuple[Any, ...], TupleSource] = {}
         self._deliver: dict[int, Callable[[Any], None]] = {}
@@ -71,11 +71,12 @@ class Transport:
 
     # -- wiring -------------------------------------------------------------------
 
-    def remote_inbox(self, task: int, worker: int) -> RemoteInbox:
+    def remote_inbox(self, task: int, worker: int) -> list[Any]:
+        """The inbox standing for ``task`` on peer ``worker``: a list emptied at flushes."""
         buffer = self._buffers.get(worker)
         if buffer is None:
-            buffer = self._buffers[worker] = FrameBuffer()
-        return RemoteInbox(buffer, task)
+            buffer = self._buffers[worker] = PeerBuffer()
+        return buffer.inbox(task)
 
     def set_peers(self, addresses: dict[int, str], me: int) -> None:
         """``set_peer`` for every worker of a peer table but this one (``me``)."""
@@ -135,8 +136,7 @@ class Transport:
         for worker, buffer in self._buffers.items():
             if not len(buffer):
                 continue
-            tasks, items = buffer.take()
-            frame = self._serialize(tasks, items)
+            frame = self._serialize(buffer.take())
             if frame is not None:
                 self._stalled.setdefault(worker, []).append(frame)
         for worker, frames in self._stalled.items():
@@ -155,25 +155,24 @@ class Transport:
         """True while frames wait for a peer's socket to take them (backpressure)."""
         return any(self._stalled.values())
 
-    def _serialize(self, tasks: list[int], items: list[Any]) -> bytes | None:
+    def _serialize(self, lists: dict[int, list[Any]]) -> bytes | None:
         try:
-            return pickle.dumps(encode(tasks, items), PICKLE_PROTOCOL)
+            return pickle.dumps(encode(lists), PICKLE_PROTOCOL)
         except Exception:
             pass
-        # Find the culprits, report them, send the rest.
-        good_tasks: list[int] = []
-        good: list[Any] = []
-        for task, item in zip(tasks, items, strict=True):
-            try:
-                pickle.dumps(item.values if type(item) is Tuple else item, PICKLE_PROTOCOL)
-            except Exception as exc:
-                self._on_unserializable(item, exc)
-            else:
-                good_tasks.append(task)
-                good.append(item)
+        # Find the culprits (each item alone), report them, send the rest.
+        good: dict[int, list[Any]] = {}
+        for task, items in lists.items():
+            for item in items:
+                try:
+                    pickle.dumps(encode({task: [item]}), PICKLE_PROTOCOL)
+                except Exception as exc:
+                    self._on_unserializable(item, exc)
+                else:
+                    good.setdefault(task, []).append(item)
         if not good:
             return None
-        return pickle.dumps(encode(good_tasks, good), PICKLE_PROTOCOL)
+        return pickle.dumps(encode(good), PICKLE_PROTOCOL)
 
     # -- receiving ----------------------------------------------------------------
 
