@@ -61,9 +61,16 @@ def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done:
     ready.wait()
     transport.set_peers(dict(addresses), index)
     worker.start(active=True)
+    t0, wall0 = os.times(), time.perf_counter()
     with worker_gc():
         _loop(worker, transport, spouts_total=total // WORKERS, done=done)
-    print(f"worker {index}: {transport.frames_sent:,} frames sent", flush=True)
+    t1, wall = os.times(), time.perf_counter() - wall0
+    user, system = t1.user - t0.user, t1.system - t0.system
+    print(
+        f"worker {index}: {transport.frames_sent:,} frames sent, CPU {user + system:.2f} s "
+        f"(system {system:.2f}) in {wall:.2f} s ({(user + system) / wall:.0%})",
+        flush=True,
+    )
     transport.close()
 
 

@@ -31,6 +31,12 @@ class Config:
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
     # How many tuples a bolt task executes per scheduler turn (batched executor turns).
     TOPOLOGY_EXECUTOR_BATCH_SIZE = "topology.executor.batch.size"
+    # Storm 2's shuffle grouping prefers targets in the emitting worker while their load
+    # stays under the higher bound, and goes back to them under the lower bound
+    # (runtime/routing.py, LoadAwareShuffleRouter); disabled, shuffle is plain round-robin.
+    TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = "topology.disable.loadaware.messaging"
+    TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND = "topology.localityaware.higher.bound"
+    TOPOLOGY_LOCALITYAWARE_LOWER_BOUND = "topology.localityaware.lower.bound"
     DRPC_REQUEST_TIMEOUT_SECS = "drpc.request.timeout.secs"
 
 
@@ -45,6 +51,9 @@ DEFAULTS: dict[str, Any] = {
     Config.TOPOLOGY_ACKER_HIGH_WATER: 2**20,
     Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 16384,
     Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: 256,
+    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: False,
+    Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 0.8,
+    Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 0.2,
     Config.DRPC_REQUEST_TIMEOUT_SECS: 600,
 }
 
@@ -77,6 +86,14 @@ def _number(*, positive: bool, optional: bool = False) -> Callable[[Any], str | 
     return check
 
 
+def _fraction(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number from 0 to 1, got {type(value).__name__} {value!r}"
+    if not 0 <= value <= 1:
+        return f"must be from 0 to 1, got {value}"
+    return None
+
+
 def _bool(value: Any) -> str | None:
     if not isinstance(value, bool):
         return f"must be True or False, got {type(value).__name__} {value!r}"
@@ -94,6 +111,9 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     Config.TOPOLOGY_ACKER_HIGH_WATER: _int(1),
     Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: _int(1),
     Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: _int(1),
+    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: _bool,
+    Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: _fraction,
+    Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: _fraction,
     Config.DRPC_REQUEST_TIMEOUT_SECS: _number(positive=True),
 }
 
@@ -118,6 +138,16 @@ def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
         problem = check(merged[key])
         if problem is not None:
             raise InvalidConfigError(f"config key {key!r} {problem}", key=key, value=merged[key])
+    lower = merged[Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND]
+    higher = merged[Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND]
+    if lower > higher:
+        key = Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND
+        raise InvalidConfigError(
+            f"config key {key!r} must not exceed "
+            f"{Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND!r}, got {lower} > {higher}",
+            key=key,
+            value=lower,
+        )
     return merged
 
 

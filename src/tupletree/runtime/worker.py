@@ -214,7 +214,9 @@ class Worker:
                     self._add_timer(now, timeout, ex.expire)
                 continue
             spec = self.topology.components[component]
-            routes = build_routes(self.layout, context, spec.streams, self.local_tasks)
+            routes = build_routes(
+                self.layout, context, spec.streams, self.local_tasks, self.inboxes
+            )
             if conf.get(Config.TOPOLOGY_DEBUG):
                 for route in routes.values():
                     route.choose = _logged_choose(route, task)
