@@ -37,6 +37,7 @@ def run(cluster: Any, workers: int, total: int, rate: float | None = None) -> di
         Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000,
     }
     name = f"bench-{workers}"
+    total -= total % workers  # each spout task emits total // workers
     cluster.submit_topology(name, conf, topology(total // workers, workers, rate), inactive=True)
     cluster.activate(name)
     elapsed, m = wordcount.run_to_completion(cluster, name, total, time.perf_counter())
