@@ -28,11 +28,13 @@ value = st.one_of(
 
 @st.composite
 def items(draw: Any) -> Any:
-    kind = draw(st.sampled_from(["tuple", "ack", "reply"]))
+    kind = draw(st.sampled_from(["tuple", "ack", "reply", "odd"]))
     if kind == "ack":
         return (draw(st.integers(0, 3)), draw(ids), draw(st.integers(0, 2**64 - 1)), 0)
     if kind == "reply":
         return (draw(st.integers(10, 13)), draw(ids))
+    if kind == "odd":  # not the runtime's messages: must still arrive as they were sent
+        return tuple(draw(st.lists(st.one_of(st.integers(), st.text(max_size=2)), max_size=5)))
     src = draw(st.sampled_from(SOURCES))
     values = [draw(value) for _ in range(len(src.fields))]
     trees = draw(st.sampled_from(["none", "one", "several"]))

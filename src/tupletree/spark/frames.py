@@ -8,26 +8,29 @@ Decisions:
 
 - A frame is columnar, not a list of per-item records. Per target task it holds runs of
   items of one kind, in the order they were appended: tuples from one source (a table
-  of sources is sent once per frame), or other items (acker messages and replies:
-  small tuples of ints, pickled as they are). The order of items bound for one task is
-  kept; items bound for different tasks may cross in another order, as Storm promises
-  order only per pair of tasks (the acker accepts an ack before its init; nothing
-  else orders across tasks).
-- Roots and edges travel as ``array`` bytes, which pickle and unpickle as one blob
-  instead of one object per number. Tuples in several trees (rare) carry their
-  ``{root: edge}`` dict in a side table keyed by position.
+  of sources is sent once per frame), runtime messages (acker messages and replies to
+  spouts: tuples of ids and small ints), or anything else (pickled as it is). The
+  order of items bound for one task is kept; items bound for different tasks may cross
+  in another order, as Storm promises order only per pair of tasks (the acker accepts
+  an ack before its init; nothing else orders across tasks).
+- Integers travel as ``array`` bytes (8 bytes each, native byte order), which pickle
+  and unpickle as one blob instead of one object per number: the roots and edges of
+  tuples, and the runtime messages flattened into one column. Tuples in several trees
+  (rare) carry their ``{root: edge}`` dict in a side table keyed by position.
 - Values are one flat list for the whole frame: a tuple's values are as many as its
   source declares fields (every emit checks it), so the receiver slices them back.
   Pickle then writes one list instead of a list per tuple, and loads one: loading was
   the costliest step of a frame (231 of ~720 ns per item, scratch timing), most of it
   filling a list per tuple.
 
-Measured with callgrind (instructions, repeatable where wall clock on this VM is not):
+Measured with callgrind (instructions, repeatable where wall clock on this VM is not),
 encode + dumps + loads + decode of 200-item frames (word tuples, sentences, acker
-messages; a scratch script, compiled) 5,922 -> 4,214 instructions per item against the
-previous layout (a target-task column, a values list per tuple, a Python-level
-``RemoteInbox.append``); ``bash bench/instructions_two.sh`` 155,098 / 144,349 ->
-130,806 / 129,396 instructions per sentence over both workers (old, new alternated).
+messages; a scratch script, compiled), per item: 5,922 with the previous layout (a
+target-task column, a values list per tuple, a Python-level ``RemoteInbox.append``);
+4,214 with runs per task and flat values; 3,971 with "L" arrays (ID_TYPECODE); 3,433
+with runtime messages in a column. ``bash bench/instructions_two.sh`` (per sentence,
+both workers): 155,098 / 144,349 -> 130,806 / 129,396 for the first step; the rest
+in notes/performance.md.
 """
 
 from __future__ import annotations
@@ -39,9 +42,11 @@ from typing import Any
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
-# (source table, runs, roots, edges, values, multi-tree edges, other items)
-# runs: for each target task, [task, number of runs, then (code, length) per run]:
-# code >= 0 is a run of tuples from source ``table[code]``, OTHERS a run of other items.
+# (source table, runs, roots, edges, values, multi-tree edges, runtime messages, other
+# items). runs: for each target task, [task, number of runs, then (code, length) per
+# run]: code >= 0 is a run of tuples from source ``table[code]``; a code <= -3 a run of
+# runtime messages of width -code - 1 (tuples of ids and small ints, flattened into one
+# column); OTHERS a run of other items, pickled as they are.
 Frame = tuple[
     list[tuple[Any, ...]],
     list[int],
@@ -49,10 +54,21 @@ Frame = tuple[
     bytes,
     list[Any],
     dict[int, Any],
+    bytes,
     list[Any],
 ]
 
 OTHERS = -1
+_NO_RUN = -2
+# Widths of the runtime's own messages: acker messages (kind, root, value, spout task)
+# and replies to spouts (outcome, root); see reliability/protocol.py.
+MESSAGE_WIDTHS = (2, 4)
+
+# Ids are unsigned 64-bit. array's "L" (C unsigned long) converts a Python int through
+# a plain loop over its digits, while "Q" (unsigned long long) goes through CPython's
+# generic byte-array conversion: 6.6 vs 17.4 ns per id (timeit, 1,000 random ids).
+# "L" is 8 bytes on 64-bit Linux and macOS; where it is not (Windows), "Q".
+ID_TYPECODE = "L" if array("L").itemsize == 8 else "Q"
 
 
 class PeerBuffer:
@@ -90,10 +106,14 @@ class PeerBuffer:
         return taken
 
 
-def encode(lists: dict[int, list[Any]]) -> Frame:
+def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
     """The frame (plain data, ready to pickle) for the items in ``lists`` (task -> items).
 
-    Raises ValueError for a tuple whose values do not match its source's fields (no
+    Runtime messages (Python tuples of 2 or 4 non-negative 64-bit ints) go in one integer
+    column; should a tuple of that width hold anything else, the frame is encoded again
+    with ``message_columns`` off, every such tuple pickled as it is.
+
+    Raises ValueError for a Tuple whose values do not match its source's fields (no
     collector emits one)."""
     index: dict[TupleSource, int] = {}
     table: list[tuple[Any, ...]] = []
@@ -103,6 +123,7 @@ def encode(lists: dict[int, list[Any]]) -> Frame:
     edges: list[Any] = []
     values: list[Any] = []
     multi: dict[int, Any] = {}
+    messages: list[Any] = []
     others: list[Any] = []
     for task, items in lists.items():
         n = len(items)
@@ -111,7 +132,7 @@ def encode(lists: dict[int, list[Any]]) -> Frame:
         runs.append(task)
         count_at = len(runs)
         runs.append(0)
-        code = -2  # no run yet
+        code = _NO_RUN
         length = 0
         last_src: TupleSource | None = None
         for k in range(n):
@@ -143,6 +164,10 @@ def encode(lists: dict[int, list[Any]]) -> Frame:
                         f"tuple from {src.component!r} on stream {src.stream!r} has "
                         f"{len(vals)} value(s) for {arities[item_code]} field(s)"
                     )
+            elif message_columns and type(item) is tuple and len(item) in MESSAGE_WIDTHS:
+                messages.extend(item)
+                item_code = -1 - len(item)
+                last_src = None
             else:
                 others.append(item)
                 item_code = OTHERS
@@ -159,13 +184,18 @@ def encode(lists: dict[int, list[Any]]) -> Frame:
         runs.append(code)
         runs.append(length)
         runs[count_at] += 1
+    try:
+        message_column = array(ID_TYPECODE, messages).tobytes()
+    except (OverflowError, TypeError):
+        return encode(lists, message_columns=False)
     return (
         table,
         runs,
-        array("Q", roots).tobytes(),
-        array("Q", edges).tobytes(),
+        array(ID_TYPECODE, roots).tobytes(),
+        array(ID_TYPECODE, edges).tobytes(),
         values,
         multi,
+        message_column,
         others,
     )
 
@@ -177,7 +207,7 @@ def decode(
 ) -> int:
     """Deliver a frame's items to local inboxes (``deliver``: task -> inbox append);
     return how many. ``known`` keeps one TupleSource per source across frames."""
-    table, runs, b_roots, b_edges, values, multi, others = frame
+    table, runs, b_roots, b_edges, values, multi, b_messages, others = frame
     sources: list[TupleSource] = []
     arities: list[int] = []
     for key in table:
@@ -189,8 +219,11 @@ def decode(
         arities.append(len(key[3]))
     roots = _ints(b_roots)
     edges = _ints(b_edges)
+    messages = _ints(b_messages)
     t = 0  # next tuple (roots, edges, multi)
     v = 0  # next value
+    m = 0  # next message int
+    n_messages = 0
     o = 0  # next other item
     h = 0
     end = len(runs)
@@ -202,10 +235,22 @@ def decode(
             code = runs[h]
             length = runs[h + 1]
             h += 2
-            if code == OTHERS:
-                for k in range(o, o + length):
-                    put(others[k])
-                o += length
+            if code < 0:
+                if code == OTHERS:
+                    for k in range(o, o + length):
+                        put(others[k])
+                    o += length
+                elif code == -5:
+                    n_messages += length
+                    for _ in range(length):
+                        put((messages[m], messages[m + 1], messages[m + 2], messages[m + 3]))
+                        m += 4
+                else:
+                    width = -1 - code
+                    n_messages += length
+                    for _ in range(length):
+                        put(tuple(messages[m : m + width]))
+                        m += width
                 continue
             src = sources[code]
             arity = arities[code]
@@ -223,10 +268,10 @@ def decode(
                     put(Tuple(values[v : v + arity], src, roots[k], edges[k]))
                     v += arity
             t = stop
-    return t + o
+    return t + n_messages + o
 
 
 def _ints(data: bytes) -> list[Any]:
-    column = array("Q")
+    column = array(ID_TYPECODE)
     column.frombytes(data)
     return column.tolist()
