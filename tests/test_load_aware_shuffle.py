@@ -1,5 +1,5 @@
-"""Shuffle grouping across workers, as in Storm 2: worker-local targets first while
-their load is low, every target while it is high (runtime/routing.py)."""
+"""Storm 2's load-aware shuffle across workers, when turned on: worker-local targets
+first while their load is low, every target while it is high (runtime/routing.py)."""
 
 from __future__ import annotations
 
@@ -83,15 +83,15 @@ def shuffle_router(conf: dict[str, Any], local_bolts: int) -> tuple[Any, list[in
     return worker.spouts[0].collector._routes["default"].routers[0], tasks["b"]
 
 
-def test_a_worker_builds_the_load_aware_router_only_when_locality_matters() -> None:
-    r, bolts = shuffle_router({}, local_bolts=2)  # some targets local, some not
-    assert isinstance(r, LoadAwareShuffleRouter)
-    assert {r.choose([0])[0] for _ in range(50)} == set(bolts[:2])
-    r, bolts = shuffle_router({}, local_bolts=4)  # all local (LocalCluster): plain shuffle
+def test_a_worker_builds_the_load_aware_router_only_when_asked_and_locality_matters() -> None:
+    r, bolts = shuffle_router({}, local_bolts=2)  # the default: an equal share for all
     assert type(r) is ShuffleRouter
     assert {r.choose([0])[0] for _ in range(50)} == set(bolts)
-    off = {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: True}
-    r, bolts = shuffle_router(off, local_bolts=2)  # turned off: plain shuffle over all
+    on = {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: False}
+    r, bolts = shuffle_router(on, local_bolts=2)  # on, some targets local, some not
+    assert isinstance(r, LoadAwareShuffleRouter)
+    assert {r.choose([0])[0] for _ in range(50)} == set(bolts[:2])
+    r, bolts = shuffle_router(on, local_bolts=4)  # on, all local (LocalCluster): plain
     assert type(r) is ShuffleRouter
     assert {r.choose([0])[0] for _ in range(50)} == set(bolts)
 

@@ -31,9 +31,9 @@ class Config:
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
     # How many tuples a bolt task executes per scheduler turn (batched executor turns).
     TOPOLOGY_EXECUTOR_BATCH_SIZE = "topology.executor.batch.size"
-    # Storm 2's shuffle grouping prefers targets in the emitting worker while their load
-    # stays under the higher bound, and goes back to them under the lower bound
-    # (runtime/routing.py, LoadAwareShuffleRouter); disabled, shuffle is plain round-robin.
+    # Storm 2's load-aware shuffle (runtime/routing.py, LoadAwareShuffleRouter): targets
+    # in the emitting worker while their load stays under the higher bound, every target
+    # until it falls under the lower bound. Off by default here, unlike Storm 2: see there.
     TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = "topology.disable.loadaware.messaging"
     TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND = "topology.localityaware.higher.bound"
     TOPOLOGY_LOCALITYAWARE_LOWER_BOUND = "topology.localityaware.lower.bound"
@@ -51,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
     Config.TOPOLOGY_ACKER_HIGH_WATER: 2**20,
     Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 16384,
     Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: 256,
-    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: False,
+    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: True,
     Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 0.8,
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 0.2,
     Config.DRPC_REQUEST_TIMEOUT_SECS: 600,

@@ -231,8 +231,8 @@ def test_killed_worker_loses_no_message(cluster: SparkCluster, tmp_path: Any) ->
         **CONF,
         Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3,
         Config.TOPOLOGY_MAX_SPOUT_PENDING: 50,
-        # Plain shuffle, so the live worker's trees run through the killed one too
-        # (load-aware shuffle would keep each worker's trees at home).
+        # Plain shuffle (the default, said here because the test depends on it): the live
+        # worker's trees run through the killed one too.
         Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: True,
     }
     cluster.submit_topology("durable", conf, b.create_topology())

@@ -64,8 +64,18 @@ class LoadAwareShuffleRouter:
     Storm has two scopes in between (host, rack); a worker here knows no such thing
     about its peers, so it goes from its own worker to everything. Storm also weighs
     targets by load inside a scope; this keeps the round-robin (the load of remote
-    targets is not known here). ``topology.disable.loadaware.messaging`` turns it off:
-    plain shuffle over every target, as in Storm 1.
+    targets is not known here).
+
+    Decision: off unless ``topology.disable.loadaware.messaging`` is False (Storm 2's
+    default is on). Shuffle's contract, in Storm's documents and on LocalCluster, is an
+    equal share for every task, and the issue that brought SparkCluster asks groupings
+    to behave as on LocalCluster. And the load signal rarely fires here: in-worker
+    backpressure and ``topology.max.spout.pending`` keep queues far under 80% of the
+    receive buffer, so a topology with one spout task would run all of a shuffled
+    bolt's work on the spout's worker while the other workers' tasks idle. Where spouts
+    run in every worker it is worth turning on: the 2-worker word count then keeps
+    spout -> split in the worker (``bench/two_workers.py``, alternated runs: +7% on
+    average; notes/performance.md).
     """
 
     __slots__ = (
@@ -337,8 +347,8 @@ def _shuffle_router(
     conf: Mapping[str, Any],
     rng: random.Random,
 ) -> Any:
-    """Load-aware when some targets are local and some not (and it is not disabled);
-    otherwise locality changes nothing and plain round-robin is cheaper."""
+    """Load-aware when it is turned on and some targets are local and some not;
+    otherwise plain round-robin over every target."""
     local = {t: inboxes[t] for t in tasks if t in local_tasks} if inboxes is not None else {}
     full = {**DEFAULTS, **conf}
     if 0 < len(local) < len(tasks) and not full[Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING]:
