@@ -38,6 +38,10 @@ class Config:
     TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND = "topology.localityaware.higher.bound"
     TOPOLOGY_LOCALITYAWARE_LOWER_BOUND = "topology.localityaware.lower.bound"
     DRPC_REQUEST_TIMEOUT_SECS = "drpc.request.timeout.secs"
+    # Not Storm's: the period of a component's system ticks (stream "__system_tick"),
+    # which the DRPC builder sets on the bolts it wraps to drive their expiry, leaving
+    # topology.tick.tuple.freq.secs (at either level) to the user's bolt.
+    TOPOLOGY_SYSTEM_TICK_FREQ_SECS = "tupletree.system.tick.freq.secs"
 
 
 DEFAULTS: dict[str, Any] = {
@@ -55,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 0.8,
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 0.2,
     Config.DRPC_REQUEST_TIMEOUT_SECS: 600,
+    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: None,
 }
 
 
@@ -115,6 +120,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: _fraction,
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: _fraction,
     Config.DRPC_REQUEST_TIMEOUT_SECS: _number(positive=True),
+    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: _number(positive=True, optional=True),
 }
 
 

@@ -75,8 +75,8 @@ def test_structure_of_a_three_bolt_topology():
         ("bolt2", "default", "fields", ("request",)),
         ("prepare-request", "ret", "fields", ("request",)),
     }
-    tick = Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS
-    assert topology.components["bolt1"].conf[tick] == 1
+    assert topology.components["bolt1"].conf[Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS] == 1
+    assert Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS not in topology.components["bolt1"].conf
     assert topology.components["bolt1"].streams[COORD_STREAM].direct
 
 
@@ -91,8 +91,8 @@ def test_single_finished_callback_bolt_groups_requests_with_ids():
     }
 
 
-def test_user_tick_configuration_is_kept_and_forwarded():
-    """A bolt that asks for ticks keeps its frequency and receives them."""
+def test_user_tick_configuration_is_kept_next_to_the_expiry_ticks():
+    """A bolt that asks for ticks keeps its frequency; the expiry has its own ticks."""
     builder = LinearDRPCTopologyBuilder("t")
     builder.add_bolt(ExclamationDRPC(), 1).add_configuration(
         Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 5
@@ -100,7 +100,7 @@ def test_user_tick_configuration_is_kept_and_forwarded():
     topology = builder.create_remote_topology()
     spec = topology.components["bolt0"]
     assert spec.conf[Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS] == 5
-    assert spec.obj.forward_ticks
+    assert spec.conf[Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS] == 1
 
 
 @pytest.mark.parametrize(

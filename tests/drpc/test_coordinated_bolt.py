@@ -14,7 +14,7 @@ from tupletree.testing import AckFailTracker, FeederSpout
 from ..registry import new_journal
 from .support import IdBolt, TimeoutRecorder, entries
 
-TICK = Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS
+TICK = Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS  # what drives the expiry
 
 
 class HoldAndEmit(Bolt):

@@ -96,6 +96,40 @@ def test_drpc_coordination_waits_for_late_acks(cluster, drpc):
     assert cluster.errors("late-acks") == []
 
 
+class _AcksTicks:
+    """Acks tick tuples instead of taking them for data, as a bolt in a topology with
+    topology-level ticks must (in Storm too)."""
+
+    def execute(self, tup: object) -> None:
+        if tup.is_tick():  # type: ignore[attr-defined]
+            self.collector.ack(tup)  # type: ignore[attr-defined]
+            return
+        super().execute(tup)  # type: ignore[misc]
+
+
+class TickAwareCreateTuples(_AcksTicks, CreateTuples):
+    pass
+
+
+class TickAwareCountAggregator(_AcksTicks, CountAggregator):
+    pass
+
+
+def test_topology_level_ticks_reach_a_wrapped_bolt(cluster):
+    """Tick tuples set for the whole topology reach the user's bolt inside its
+    CoordinatedBolt, as they reach any other bolt (the wrapper's expiry has ticks of its
+    own): CountOnTick acks only on ticks, so without them no request would finish."""
+    with LocalDRPC({Config.DRPC_REQUEST_TIMEOUT_SECS: 20}) as drpc:
+        builder = LinearDRPCTopologyBuilder("square")
+        builder.add_bolt(TickAwareCreateTuples(), 2)
+        builder.add_bolt(CountOnTick(), 2).shuffle_grouping()
+        builder.add_bolt(TickAwareCountAggregator(), 2).fields_grouping(["request"])
+        conf = {Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: 0.05}
+        cluster.submit_topology("topology-ticks", conf, builder.create_local_topology(drpc))
+        assert [drpc.execute("square", n) for n in ("3", "0", "6")] == ["9", "0", "36"]
+        assert cluster.errors("topology-ticks") == []
+
+
 def test_drpc_coordination_tricky(cluster, drpc):
     """A chain of identity bolts ending in a finish-emitting bolt answers every input."""
     builder = LinearDRPCTopologyBuilder("tricky")

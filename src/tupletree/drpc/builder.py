@@ -68,7 +68,8 @@ SPOUT_ID = "drpc-spout"
 PREPARE_ID = "prepare-request"
 JOIN_ID = "join-result"
 RETURN_ID = "return-results"
-# Tick period of the coordinated bolts and JoinResult: drives their state expiry.
+# Tick period of the coordinated bolts (system ticks) and JoinResult (its own ticks):
+# drives their state expiry.
 EXPIRY_TICK_SECS = 1
 
 
@@ -129,8 +130,8 @@ class LinearDRPCInputDeclarer:
         return self._declare("custom_grouping", grouping, stream=stream)
 
     def add_configuration(self, key: str, value: Any) -> LinearDRPCInputDeclarer:
-        """Per-bolt config. Setting topology.tick.tuple.freq.secs here also makes the
-        bolt receive the tick tuples (otherwise the wrapper keeps them to itself)."""
+        """Per-bolt config, as ``add_configuration`` on a plain topology's bolt (tick
+        tuples set here or for the whole topology reach the bolt)."""
         self._component.conf[key] = value
         return self
 
@@ -192,10 +193,11 @@ class LinearDRPCTopologyBuilder:
             sources = {} if i == 0 else {bolt_id(i - 1): SINGLE if i == 1 else ALL}
             wants_id = i == last and is_finished_callback(c.bolt)
             id_stream = (PREPARE_ID, ID_STREAM) if wants_id else None
-            user_ticks = Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS in c.conf
-            wrapped = CoordinatedBolt(c.bolt, sources, id_stream, forward_ticks=user_ticks)
+            wrapped = CoordinatedBolt(c.bolt, sources, id_stream)
             d = b.set_bolt(bolt_id(i), wrapped, c.parallelism, c.tasks)
-            d.add_configurations({Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: EXPIRY_TICK_SECS, **c.conf})
+            d.add_configurations(
+                {Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: EXPIRY_TICK_SECS, **c.conf}
+            )
             prev = PREPARE_ID if i == 0 else bolt_id(i - 1)
             declarations = c.declarations or self._default_declarations(i, wants_id)
             if wants_id:

@@ -29,9 +29,14 @@ failed too. The per-request state expires a message timeout after it was created
 (driven by tick tuples, see expiry.py), failing whatever it still holds and calling
 ``timeout_id`` on a TimeoutCallback bolt, so memory does not grow with lost requests.
 
-Ticks: the builder sets ``topology.tick.tuple.freq.secs`` = 1 on the wrapped bolts for
-the expiry. The user bolt sees tick tuples only when it asked for them itself
-(``forward_ticks``: the builder sets it when ``add_configuration`` set the tick key).
+Ticks: the expiry runs on system ticks (``tupletree.system.tick.freq.secs``, which the
+builder sets to 1 s on the bolts it wraps, and a topology that uses CoordinatedBolt
+directly sets on it; stream ``__system_tick``). Tick tuples proper
+(``topology.tick.tuple.freq.secs``, set for the topology or for the bolt) go to the user
+bolt, as they would unwrapped. (Storm's CoordinatedBolt expires requests on a timer
+thread of its own; a worker here has one thread, so the expiry is driven by ticks, and
+they used to be the user's: a topology-level tick frequency then never reached the
+user bolt.)
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from typing import Any
 from tupletree.config import Config
 from tupletree.drpc.expiry import TickExpiry
 from tupletree.errors import FailedException, InvalidTopologyError
+from tupletree.reliability.protocol import SYSTEM_COMPONENT, SYSTEM_TICK_STREAM
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt
 
 COORD_STREAM = "__coord"
@@ -169,7 +175,6 @@ class CoordinatedBolt(Bolt):
         delegate: Bolt | BasicBolt,
         sources: Mapping[str, str] | None = None,
         id_stream: tuple[str, str] | None = None,
-        forward_ticks: bool = False,
     ) -> None:
         if not isinstance(delegate, Bolt | BasicBolt):
             raise InvalidTopologyError(
@@ -184,7 +189,6 @@ class CoordinatedBolt(Bolt):
         self.delegate = delegate
         self.sources = sources
         self.id_stream = id_stream
-        self.forward_ticks = forward_ticks
 
     def declare_output_fields(self, declarer: Any) -> None:
         self.delegate.declare_output_fields(declarer)
@@ -237,12 +241,12 @@ class CoordinatedBolt(Bolt):
     # -- input ------------------------------------------------------------------------
 
     def execute(self, tup: Any) -> None:
-        if tup.is_tick():
+        if tup.source_stream == SYSTEM_TICK_STREAM and tup.source_component == SYSTEM_COMPONENT:
             self._expire(tup[0])
-            if self.forward_ticks:
-                self._run_delegate(tup)
-            else:
-                self._collector.ack(tup)
+            self._collector.ack(tup)
+            return
+        if tup.is_tick():
+            self._run_delegate(tup)
             return
         request = tup[0]
         try:

@@ -10,6 +10,9 @@ from typing import Final
 ACKER_COMPONENT: Final = "__acker"
 SYSTEM_COMPONENT: Final = "__system"
 TICK_STREAM: Final = "__tick"
+# Ticks for the runtime's own use inside a component (CoordinatedBolt's request expiry),
+# on a stream of their own so they never mix with the user's tick tuples.
+SYSTEM_TICK_STREAM: Final = "__system_tick"
 
 # Messages to the acker: (kind, root_id, value, spout_task).
 INIT: Final = 0  # value = XOR of the edge ids the spout sent; spout_task = who to tell

@@ -29,7 +29,13 @@ from typing import Any
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
 from tupletree.reliability.ids import IdGenerator
-from tupletree.reliability.protocol import ACKER_COMPONENT, FAIL, SYSTEM_COMPONENT, TICK_STREAM
+from tupletree.reliability.protocol import (
+    ACKER_COMPONENT,
+    FAIL,
+    SYSTEM_COMPONENT,
+    SYSTEM_TICK_STREAM,
+    TICK_STREAM,
+)
 from tupletree.runtime.collectors import (
     BasicOutputCollector,
     OutputCollector,
@@ -52,6 +58,7 @@ log = logging.getLogger("tupletree")
 
 MAX_ERRORS_KEPT = 1000
 TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields(["freq"]))
+SYSTEM_TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, SYSTEM_TICK_STREAM, -1, Fields(["freq"]))
 
 
 def acker_count(conf: dict[str, Any]) -> int:
@@ -249,14 +256,19 @@ class Worker:
                     ex.call(ex.bolt.prepare, conf, context, ex.collector, where="prepare")
                 freq = conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
                 if freq:
-                    self._add_timer(now, freq, self._ticker(ex, freq))
+                    self._add_timer(now, freq, self._ticker(ex, freq, TICK_SOURCE))
+                system_freq = conf.get(Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS)
+                if system_freq:
+                    self._add_timer(
+                        now, system_freq, self._ticker(ex, system_freq, SYSTEM_TICK_SOURCE)
+                    )
         if active:
             self.activate()
 
     @staticmethod
-    def _ticker(ex: BoltExecutor, freq: float) -> Callable[[], None]:
+    def _ticker(ex: BoltExecutor, freq: float, source: TupleSource) -> Callable[[], None]:
         def tick() -> None:
-            ex.inbox.append(Tuple([freq], TICK_SOURCE))
+            ex.inbox.append(Tuple([freq], source))
 
         return tick
 
