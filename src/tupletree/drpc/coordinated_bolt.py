@@ -241,12 +241,12 @@ class CoordinatedBolt(Bolt):
     # -- input ------------------------------------------------------------------------
 
     def execute(self, tup: Any) -> None:
-        if tup.source_stream == SYSTEM_TICK_STREAM and tup.source_component == SYSTEM_COMPONENT:
-            self._expire(tup[0])
-            self._collector.ack(tup)
-            return
-        if tup.is_tick():
-            self._run_delegate(tup)
+        if tup.source_component == SYSTEM_COMPONENT:  # one comparison for data tuples
+            if tup.source_stream == SYSTEM_TICK_STREAM:
+                self._expire(tup[0])
+                self._collector.ack(tup)
+            else:  # the user's tick tuples
+                self._run_delegate(tup)
             return
         request = tup[0]
         try:

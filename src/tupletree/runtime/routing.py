@@ -15,7 +15,7 @@ import random
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from tupletree.config import DEFAULTS, Config
+from tupletree.config import Config
 from tupletree.runtime.context import TaskLayout, TopologyContext
 from tupletree.runtime.hashing import stable_hash, stable_hash_values
 from tupletree.topology import groupings as g
@@ -88,7 +88,6 @@ class LoadAwareShuffleRouter:
         "_local",
         "_lower",
         "_singles",
-        "wide",
     )
 
     def __init__(
@@ -108,7 +107,6 @@ class LoadAwareShuffleRouter:
         self._capacity = float(buffer_size * len(self._inboxes))
         self._higher = higher
         self._lower = lower
-        self.wide = False  # True while sending to every target, not only local ones
         self._singles = self._local
         self._i = 0
         self._countdown = LOAD_CHECK_EVERY
@@ -126,6 +124,11 @@ class LoadAwareShuffleRouter:
         self._i = i + 1
         return singles[i]
 
+    @property
+    def wide(self) -> bool:
+        """True while sending to every target, not only the local ones."""
+        return self._singles is self._all
+
     def load(self) -> float:
         """Average load of the local targets: queued tuples / receive buffer size."""
         return sum([len(inbox) for inbox in self._inboxes]) / self._capacity
@@ -134,10 +137,9 @@ class LoadAwareShuffleRouter:
         """Widen or narrow the targets by the local load (Storm's bang-bang control)."""
         load = self.load()
         if not self.wide and load > self._higher:
-            self.wide = True
+            self._singles = self._all
         elif self.wide and load < self._lower:
-            self.wide = False
-        self._singles = self._all if self.wide else self._local
+            self._singles = self._local
 
 
 class FieldsRouter:
@@ -348,16 +350,16 @@ def _shuffle_router(
     rng: random.Random,
 ) -> Any:
     """Load-aware when it is turned on and some targets are local and some not;
-    otherwise plain round-robin over every target."""
+    otherwise plain round-robin over every target. ``conf`` is a task's validated config
+    (every key present)."""
     local = {t: inboxes[t] for t in tasks if t in local_tasks} if inboxes is not None else {}
-    full = {**DEFAULTS, **conf}
-    if 0 < len(local) < len(tasks) and not full[Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING]:
+    if 0 < len(local) < len(tasks) and not conf[Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING]:
         return LoadAwareShuffleRouter(
             tasks,
             local,
-            full[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE],
-            full[Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND],
-            full[Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND],
+            conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE],
+            conf[Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND],
+            conf[Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND],
             rng,
         )
     return ShuffleRouter(tasks, rng)

@@ -155,15 +155,16 @@ def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
                 roots.append(tup._root)
                 edges.append(tup._edge)
                 vals = tup.values
-                if len(vals) == 1 and arities[item_code] == 1:
-                    values.append(vals[0])
-                elif len(vals) == arities[item_code]:
-                    values.extend(vals)
-                else:
+                arity = arities[item_code]
+                if len(vals) != arity:
                     raise ValueError(
                         f"tuple from {src.component!r} on stream {src.stream!r} has "
-                        f"{len(vals)} value(s) for {arities[item_code]} field(s)"
+                        f"{len(vals)} value(s) for {arity} field(s)"
                     )
+                if arity == 1:
+                    values.append(vals[0])
+                else:
+                    values.extend(vals)
             elif message_columns and type(item) is tuple and len(item) in MESSAGE_WIDTHS:
                 messages.extend(item)
                 item_code = -1 - len(item)
@@ -223,8 +224,8 @@ def decode(
     t = 0  # next tuple (roots, edges, multi)
     v = 0  # next value
     m = 0  # next message int
-    n_messages = 0
     o = 0  # next other item
+    delivered = 0
     h = 0
     end = len(runs)
     while h < end:
@@ -235,19 +236,19 @@ def decode(
             code = runs[h]
             length = runs[h + 1]
             h += 2
+            delivered += length
+            if code == OTHERS:
+                for k in range(o, o + length):
+                    put(others[k])
+                o += length
+                continue
             if code < 0:
-                if code == OTHERS:
-                    for k in range(o, o + length):
-                        put(others[k])
-                    o += length
-                elif code == -5:
-                    n_messages += length
+                width = -1 - code
+                if width == 4:  # acker messages, the common case: no slice, no tuple()
                     for _ in range(length):
                         put((messages[m], messages[m + 1], messages[m + 2], messages[m + 3]))
                         m += 4
                 else:
-                    width = -1 - code
-                    n_messages += length
                     for _ in range(length):
                         put(tuple(messages[m : m + width]))
                         m += width
@@ -268,7 +269,7 @@ def decode(
                     put(Tuple(values[v : v + arity], src, roots[k], edges[k]))
                     v += arity
             t = stop
-    return t + n_messages + o
+    return delivered
 
 
 def _ints(data: bytes) -> list[Any]:
