@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Instructions per sentence of bench/two_workers.py (the Spark benchmark's 2-worker word
-# count without Spark), summed over both worker processes, counted by callgrind.
+# Instructions per sentence of bench/two_workers.py (the Spark benchmark's word count
+# without Spark), counted by callgrind, per worker process, for 1 and for 2 workers.
 # Startup and the parent cancel out: (Ir(60,000 sentences) - Ir(20,000)) / 40,000.
-# Less repeatable than bench/instructions.sh (frame sizes depend on timing): ~1-2%.
-# Usage: bash bench/instructions_two.sh   (about three minutes; needs valgrind)
+# Less repeatable than bench/instructions.sh (frame sizes depend on timing): ~1-3%.
+#
+# The busiest worker bounds the rate: two workers can run at most
+# (one worker's count) / (the busiest worker's count) times as fast as one, less
+# whatever two busy cores cost each other on this machine (bench/scaling.py).
+# Usage: bash bench/instructions_two.sh   (about five minutes; needs valgrind)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
+# Ir of each worker process, in fork order (the workers are the last $2 processes).
 ir() {
   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    "$python" "$here/two_workers.py" "$1" 2>&1 \
-    | awk '/Collected/ {gsub(",", "", $4); s += $4} END {print s}'
+    "$python" "$here/two_workers.py" "$1" "$2" 2>&1 \
+    | sed -n 's/^==\([0-9]*\)== Collected : \(.*\)/\1 \2/p' | tr -d , | sort -n \
+    | tail -n "$2" | awk '{print $2}'
 }
-a=$(ir 20000)
-b=$(ir 60000)
-echo "instructions per sentence (both workers): $(( (b - a) / 40000 ))"
+per_worker() {  # $1 workers -> marginal instructions per sentence of each worker
+  local a b
+  mapfile -t a < <(ir 20000 "$1")
+  mapfile -t b < <(ir 60000 "$1")
+  for i in "${!a[@]}"; do echo $(( (b[i] - a[i]) / 40000 )); done
+}
+mapfile -t one < <(per_worker 1)
+mapfile -t two < <(per_worker 2)
+busiest=$(( two[0] > two[1] ? two[0] : two[1] ))
+echo "instructions per sentence, 1 worker: ${one[0]}"
+echo "instructions per sentence, 2 workers: ${two[0]} + ${two[1]} = $(( two[0] + two[1] ))"
+awk -v one="${one[0]}" -v b="$busiest" \
+  'BEGIN {printf "bound on 2 workers / 1 worker: %.2fx (one worker / the busiest)\n", one / b}'

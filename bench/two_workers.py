@@ -2,11 +2,14 @@
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
 ``Transport`` to the other, driven by the same loop shape as spark/worker_process.py.
 
-    python bench/two_workers.py [sentences]
+    python bench/two_workers.py [sentences] [workers]
+
+With ``workers`` 1 (default 2) it runs the same loop in one process with every task:
+the one-worker figure to compare with, measured the same way.
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
---trace-children=yes`` each worker writes its own profile. Prints sentences/s and the
-frames each worker sent.
+--trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
+Prints sentences/s and, per worker, the frames it sent and its CPU time.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,58 +33,56 @@ from tupletree.spark.scheduler import assign
 from tupletree.spark.transport import Transport
 from tupletree.spark.worker_process import IDLE_WAIT_MS, local_tasks, worker_gc, worker_round
 
-WORKERS = 2
 
-
-def conf() -> dict:
+def conf(workers: int) -> dict:
     return validate(
         {
-            Config.TOPOLOGY_WORKERS: WORKERS,
-            Config.TOPOLOGY_ACKER_EXECUTORS: WORKERS,
+            Config.TOPOLOGY_WORKERS: workers,
+            Config.TOPOLOGY_ACKER_EXECUTORS: workers,
             Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000,
         }
     )
 
 
-def run_worker(index: int, total: int, addresses: dict, ready: mp.Barrier, done: mp.Value) -> None:
-    topology = spark_bench.topology(total // WORKERS, WORKERS)
-    placement = assign(make_layout(topology, conf()), WORKERS)
+def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, done: Any) -> None:
+    topology = spark_bench.topology(total // workers, workers)
+    placement = assign(make_layout(topology, conf(workers)), workers)
     transport = Transport(zmq.Context.instance(), "127.0.0.1", lambda item, exc: None)
     transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
     transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
-    addresses[index] = transport.address
+    shared[("address", index)] = transport.address
     worker = Worker(
         "two",
         topology,
-        conf(),
+        conf(workers),
         RealClock().now,
         local_tasks=local_tasks(placement, index),
         remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
     )
     worker.external_backpressure = transport.blocked
     ready.wait()
-    transport.set_peers(dict(addresses), index)
+    transport.set_peers({i: shared[("address", i)] for i in range(workers)}, index)
     worker.start(active=True)
     t0, wall0 = os.times(), time.perf_counter()
     with worker_gc():
-        _loop(worker, transport, spouts_total=total // WORKERS, done=done)
+        _loop(worker, transport, workers, spouts_total=total // workers, done=done)
     t1, wall = os.times(), time.perf_counter() - wall0
-    user, system = t1.user - t0.user, t1.system - t0.system
-    print(
-        f"worker {index}: {transport.frames_sent:,} frames sent, CPU {user + system:.2f} s "
-        f"(system {system:.2f}) in {wall:.2f} s ({(user + system) / wall:.0%})",
-        flush=True,
-    )
+    shared[("worker", index)] = {
+        "cpu_s": (t1.user - t0.user) + (t1.system - t0.system),
+        "system_s": t1.system - t0.system,
+        "wall_s": wall,
+        "frames_sent": transport.frames_sent,
+    }
     transport.close()
 
 
-def _loop(worker: Worker, transport: Transport, spouts_total: int, done: mp.Value) -> None:
+def _loop(worker: Worker, transport: Transport, workers: int, spouts_total: int, done: Any) -> None:
     """spark/worker_process's loop without the driver: the same rounds, until every
     worker's spouts have heard back about all their sentences."""
     poller = zmq.Poller()
     poller.register(transport.socket, zmq.POLLIN)
     finished = False
-    while done.value < WORKERS:
+    while done.value < workers:
         busy = worker_round(worker, transport, worker.now())
         if not finished and _heard(worker) >= spouts_total:
             finished = True
@@ -95,27 +97,47 @@ def _heard(worker: Worker) -> int:
     return sum(ex.metrics.acked + ex.metrics.failed for ex in worker.spouts)
 
 
+def run(total: int, workers: int = 2) -> dict[str, Any]:
+    """One word count of ``total`` sentences over ``workers`` forked worker processes:
+    ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "frames_sent"}]}``.
+    CPU is the worker process's (user + system, ZeroMQ's I/O thread included)."""
+    total -= total % workers  # each spout task emits total // workers
+    ctx = mp.get_context("fork")
+    with ctx.Manager() as manager:
+        shared = manager.dict()
+        ready = ctx.Barrier(workers + 1)
+        done = ctx.Value("i", 0)
+        procs = [
+            ctx.Process(target=run_worker, args=(i, workers, total, shared, ready, done))
+            for i in range(workers)
+        ]
+        for p in procs:
+            p.start()
+        ready.wait()
+        start = time.perf_counter()
+        while done.value < workers:
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - start
+        for p in procs:
+            p.join()
+        failed = [i for i, p in enumerate(procs) if p.exitcode != 0]
+        if failed:
+            raise RuntimeError(f"worker process(es) {failed} exited with an error")
+        per_worker = [shared[("worker", i)] for i in range(workers)]
+    return {"sentences_per_s": total / elapsed, "workers": per_worker}
+
+
 def main() -> None:
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
-    ctx = mp.get_context("fork")
-    manager = ctx.Manager()
-    addresses = manager.dict()
-    ready = ctx.Barrier(WORKERS + 1)
-    done = ctx.Value("i", 0)
-    procs = [
-        ctx.Process(target=run_worker, args=(i, total, addresses, ready, done))
-        for i in range(WORKERS)
-    ]
-    for p in procs:
-        p.start()
-    ready.wait()
-    start = time.perf_counter()
-    while done.value < WORKERS:
-        time.sleep(0.01)
-    elapsed = time.perf_counter() - start
-    for p in procs:
-        p.join()
-    print(f"{total / elapsed:,.0f} sentences/s ({WORKERS} workers, no Spark)")
+    workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    result = run(total, workers)
+    for i, w in enumerate(result["workers"]):
+        print(
+            f"worker {i}: {w['frames_sent']:,} frames sent, CPU {w['cpu_s']:.2f} s "
+            f"(system {w['system_s']:.2f}) in {w['wall_s']:.2f} s "
+            f"({w['cpu_s'] / w['wall_s']:.0%})"
+        )
+    print(f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, no Spark)")
 
 
 if __name__ == "__main__":
