@@ -100,7 +100,7 @@ def main() -> None:
         f"contention (CPU at once / alone): {contention:.2f}x\n"
         f"  two workers / alone: {scaling:.2f}x; "
         f"CPU per sentence {med(lambda r: r['cpu_two']):.1f} us over both workers, "
-        f"{cross:.2f}x alone's beyond contention"
+        f"{cross:.2f}x a run's at once (alone x contention)"
     )
 
 
