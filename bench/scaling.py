@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import queue as queue_module
 import statistics
 import sys
 from typing import Any
@@ -49,7 +50,16 @@ def at_once(sentences: int) -> list[dict[str, Any]]:
     procs = [ctx.Process(target=_run_into, args=(queue, sentences)) for _ in range(2)]
     for p in procs:
         p.start()
-    results = [queue.get() for _ in procs]
+    results: list[dict[str, Any]] = []
+    while len(results) < len(procs):
+        try:
+            results.append(queue.get(timeout=1.0))
+        except queue_module.Empty:
+            # A run that raised never puts its result: say so instead of waiting.
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for p in procs:
+                    p.kill()
+                raise RuntimeError("a one-worker run of the pair failed") from None
     for p in procs:
         p.join()
     return results

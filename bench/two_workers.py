@@ -46,7 +46,8 @@ def conf(workers: int) -> dict:
 
 def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, done: Any) -> None:
     topology = spark_bench.topology(total // workers, workers)
-    placement = assign(make_layout(topology, conf(workers)), workers)
+    full_conf = conf(workers)
+    placement = assign(make_layout(topology, full_conf), workers)
     transport = Transport(zmq.Context.instance(), "127.0.0.1", lambda item, exc: None)
     transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
     transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
@@ -54,7 +55,7 @@ def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, do
     worker = Worker(
         "two",
         topology,
-        conf(workers),
+        full_conf,
         RealClock().now,
         local_tasks=local_tasks(placement, index),
         remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
@@ -115,14 +116,17 @@ def run(total: int, workers: int = 2) -> dict[str, Any]:
             p.start()
         ready.wait()
         start = time.perf_counter()
-        while done.value < workers:
+        # A worker that dies leaves its peer waiting for acks forever: stop then, too.
+        while done.value < workers and all(p.exitcode in (None, 0) for p in procs):
             time.sleep(0.01)
         elapsed = time.perf_counter() - start
+        failed = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0)]
+        if failed:
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"worker process(es) {failed} exited with an error")
         for p in procs:
             p.join()
-        failed = [i for i, p in enumerate(procs) if p.exitcode != 0]
-        if failed:
-            raise RuntimeError(f"worker process(es) {failed} exited with an error")
         per_worker = [shared[("worker", i)] for i in range(workers)]
     return {"sentences_per_s": total / elapsed, "workers": per_worker}
 

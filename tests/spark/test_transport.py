@@ -141,14 +141,12 @@ def test_items_appended_while_reporting_an_unpicklable_one_are_sent() -> None:
     of being lost with the frame being built."""
     ctx = zmq.Context.instance()
     b = Transport(ctx, "127.0.0.1", lambda item, exc: None)
-    acker: list[Any] = []
 
-    def fail_tree(item: Any, exc: BaseException) -> None:
-        acker.append((2, item._root, 0, 0))
+    def fail_tree(item: Any, exc: BaseException) -> None:  # as Worker.fail_unserializable
+        a.remote_inbox(9, worker=1).append((2, item._root, 0, 0))  # acker task 9, on b
 
     a = Transport(ctx, "127.0.0.1", fail_tree)
     a.set_peer(1, b.address)
-    acker = a.remote_inbox(9, worker=1)
     src = TupleSource("spout", "default", 1, Fields(["v"]))
     a.remote_inbox(3, worker=1).append(Tuple([threading.Lock()], src, 77, 88))
     for _ in range(50):

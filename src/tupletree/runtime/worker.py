@@ -59,6 +59,11 @@ log = logging.getLogger("tupletree")
 MAX_ERRORS_KEPT = 1000
 TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields(["freq"]))
 SYSTEM_TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, SYSTEM_TICK_STREAM, -1, Fields(["freq"]))
+# The ticks a bolt task can ask for: the user's, and the runtime's own (CoordinatedBolt).
+_TICKS = (
+    (Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, TICK_SOURCE),
+    (Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS, SYSTEM_TICK_SOURCE),
+)
 
 
 def acker_count(conf: dict[str, Any]) -> int:
@@ -254,14 +259,10 @@ class Worker:
                     ex.call(ex.bolt.prepare, conf, context, where="prepare")
                 else:
                     ex.call(ex.bolt.prepare, conf, context, ex.collector, where="prepare")
-                freq = conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
-                if freq:
-                    self._add_timer(now, freq, self._ticker(ex, freq, TICK_SOURCE))
-                system_freq = conf.get(Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS)
-                if system_freq:
-                    self._add_timer(
-                        now, system_freq, self._ticker(ex, system_freq, SYSTEM_TICK_SOURCE)
-                    )
+                for key, source in _TICKS:
+                    freq = conf.get(key)
+                    if freq:
+                        self._add_timer(now, freq, self._ticker(ex, freq, source))
         if active:
             self.activate()
 
