@@ -9,7 +9,9 @@ the one-worker figure to compare with, measured the same way.
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
 --trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
-Prints sentences/s and, per worker, the frames it sent and its CPU time.
+Prints sentences/s and, per worker, the frames it sent, its CPU time, the share of its
+wall time spent in rounds that did something (the bottleneck worker's is near 100%) and
+how much of that its main thread was on a core.
 """
 
 from __future__ import annotations
@@ -66,31 +68,47 @@ def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, do
     worker.start(active=True)
     t0, wall0 = os.times(), time.perf_counter()
     with worker_gc():
-        _loop(worker, transport, workers, spouts_total=total // workers, done=done)
+        rounds_s, rounds_cpu_s = _loop(
+            worker, transport, workers, spouts_total=total // workers, done=done
+        )
     t1, wall = os.times(), time.perf_counter() - wall0
     shared[("worker", index)] = {
         "cpu_s": (t1.user - t0.user) + (t1.system - t0.system),
         "system_s": t1.system - t0.system,
         "wall_s": wall,
+        "rounds_s": rounds_s,
+        "rounds_cpu_s": rounds_cpu_s,
         "frames_sent": transport.frames_sent,
     }
     transport.close()
 
 
-def _loop(worker: Worker, transport: Transport, workers: int, spouts_total: int, done: Any) -> None:
+def _loop(
+    worker: Worker, transport: Transport, workers: int, spouts_total: int, done: Any
+) -> tuple[float, float]:
     """spark/worker_process's loop without the driver: the same rounds, until every
-    worker's spouts have heard back about all their sentences."""
+    worker's spouts have heard back about all their sentences.
+
+    Returns the wall time spent in rounds that did something, and the main thread's CPU
+    time in them: a worker busy nearly all its wall time is the bottleneck, and CPU
+    well under that wall time would mean its thread was waiting for a core."""
     poller = zmq.Poller()
     poller.register(transport.socket, zmq.POLLIN)
     finished = False
+    rounds_s = rounds_cpu_s = 0.0
     while done.value < workers:
+        wall, cpu = time.perf_counter(), time.thread_time()
         busy = worker_round(worker, transport, worker.now())
+        if busy:
+            rounds_s += time.perf_counter() - wall
+            rounds_cpu_s += time.thread_time() - cpu
         if not finished and _heard(worker) >= spouts_total:
             finished = True
             with done.get_lock():
                 done.value += 1
         if not busy:
             poller.poll(IDLE_WAIT_MS)
+    return rounds_s, rounds_cpu_s
 
 
 def _heard(worker: Worker) -> int:
@@ -100,8 +118,10 @@ def _heard(worker: Worker) -> int:
 
 def run(total: int, workers: int = 2) -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
-    ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "frames_sent"}]}``.
-    CPU is the worker process's (user + system, ZeroMQ's I/O thread included)."""
+    ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
+    "rounds_cpu_s", "frames_sent"}]}``. ``cpu_s`` is the worker process's (user + system,
+    ZeroMQ's I/O thread included); ``rounds_s`` and ``rounds_cpu_s`` are what ``_loop``
+    returns."""
     total -= total % workers  # each spout task emits total // workers
     ctx = mp.get_context("fork")
     with ctx.Manager() as manager:
@@ -136,10 +156,13 @@ def main() -> None:
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     result = run(total, workers)
     for i, w in enumerate(result["workers"]):
+        rounds = w["rounds_s"] / w["wall_s"]
+        on_core = w["rounds_cpu_s"] / w["rounds_s"] if w["rounds_s"] else 0.0
         print(
             f"worker {i}: {w['frames_sent']:,} frames sent, CPU {w['cpu_s']:.2f} s "
             f"(system {w['system_s']:.2f}) in {w['wall_s']:.2f} s "
-            f"({w['cpu_s'] / w['wall_s']:.0%})"
+            f"({w['cpu_s'] / w['wall_s']:.0%}); in working rounds {rounds:.0%} of its wall "
+            f"time, main thread on a core {on_core:.0%} of that"
         )
     print(f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, no Spark)")
 
