@@ -119,6 +119,7 @@ def summary(metrics: dict[str, dict[str, Any]], spouts: list[str], rate: float |
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tupletree.config import Config
+    from tupletree.spark.errors import SparkJobFailed
 
     module = load_module(args.file)
     topology = module.topology()
@@ -142,7 +143,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         cluster.submit_topology(name, conf, topology)
         print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
-        metrics, rate = watch(cluster, name, spouts, args.duration)
+        try:
+            metrics, rate = watch(cluster, name, spouts, args.duration)
+        except SparkJobFailed as exc:  # the workers' Spark job is gone
+            if sys.stdout.isatty():
+                print()
+            print(f"tupletree: {name} stopped: {exc}", file=sys.stderr)
+            for text in cluster.errors(name)[:1]:
+                print(f"the first error reported:\n{text}", file=sys.stderr)
+            cluster.kill_topology(name)
+            return 1
         print(summary(metrics, spouts, rate))
         report = getattr(module, "report", None)
         if callable(report):

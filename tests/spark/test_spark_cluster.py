@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
-from tupletree.spark.errors import NotEnoughSlotsError
+from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed
 from tupletree.spark.launcher import pid_alive
 from tupletree.spark.scheduler import assign
 
@@ -249,6 +250,9 @@ def test_killed_worker_loses_no_message(cluster: SparkCluster, tmp_path: Any) ->
     }
     assert processed == set(range(1, n + 1))
     assert max(queue.deliveries().values()) >= 2, "nothing was replayed: the kill missed"
+    # Frames to and from the killed process are never read: idleness is judged between
+    # the current processes, so it is still seen.
+    assert cluster.wait_idle(30)
     cluster.kill_topology("durable")
     queue.close()
 
@@ -334,6 +338,135 @@ def test_unserializable_value_is_reported_with_component_and_stream(
     errors = cluster.errors("pickle")
     assert any("'locks'" in e and "'default'" in e and "serialized" in e for e in errors)
     cluster.kill_topology("pickle")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A value class of this module: on Spark it reaches the workers by value (the
+    test module is not importable there), so plain pickle cannot name it."""
+
+    word: str
+    n: int
+
+
+class Unreadable(Exception):
+    """Pickles (an exception pickles its args) but cannot be unpickled: __init__ takes
+    two arguments and args holds one."""
+
+    def __init__(self, record: str, why: str) -> None:
+        super().__init__(record)
+        self.why = why
+
+
+class EmitsReadings(Spout):
+    outputs = ["reading"]
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.n = 0
+        self.replay: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.n == 0:
+            self.collector.emit([Unreadable("row 0", "bad")])  # untracked: never replayed
+        if self.replay:
+            n = self.replay.pop()
+        elif self.n < self.total:
+            n = self.n
+            self.n += 1
+        else:
+            return
+        self.collector.emit([Reading(WORDS[n % len(WORDS)], n)], msg_id=n)
+
+    def fail(self, msg_id: int) -> None:
+        self.replay.append(msg_id)
+
+
+class CountReadings(BasicBolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.counts: Counter[str] = Counter()
+        context.register_metric("counts", Counts(self))
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if isinstance(tup[0], Reading):
+            self.counts[tup[0].word] += 1
+
+
+def test_user_value_classes_cross_workers_and_an_unreadable_frame_is_survived(
+    cluster: SparkCluster,
+) -> None:
+    """Instances of the topology module's own classes cross workers as on LocalCluster.
+    A value that pickles but cannot be rebuilt on the other worker costs its frame (the
+    trees in it time out and are replayed) and an error naming the problem, not the
+    worker: no attempt is restarted and every tracked reading is acked."""
+    total = 300
+    b = TopologyBuilder()
+    b.set_spout("readings", EmitsReadings(total))
+    # Shuffled: fields grouping would hash the readings, and that is not what is tested.
+    b.set_bolt("count", CountReadings(), parallelism=2).shuffle_grouping("readings")
+    conf = {**CONF, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 2}
+    cluster.submit_topology("values", conf, b.create_topology())
+    attempts = {i: w.attempt for i, w in cluster.workers("values").items()}
+    wait_for(lambda: cluster.metrics("values")["readings"]["acked"] >= total, 60, "every reading")
+    counts: Counter[str] = Counter()
+    for per_task in cluster.metrics("values")["count"]["custom"]["counts"].values():
+        counts.update(per_task)
+    expected = Counter(WORDS[n % len(WORDS)] for n in range(total))
+    assert set(counts) == set(expected) and all(counts[w] >= expected[w] for w in expected)
+    errors = cluster.errors("values")
+    assert any("could not be read" in e and "Unreadable.__init__" in e for e in errors), errors
+    assert not any("serialized" in e for e in errors), errors
+    assert {i: w.attempt for i, w in cluster.workers("values").items()} == attempts
+    cluster.kill_topology("values")
+
+
+class DiesAfterAWhile(Spout):
+    """Kills its own worker process half a second after it starts emitting, in every
+    attempt, until Spark runs out of task retries."""
+
+    outputs = ["n"]
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.started: float | None = None
+
+    def next_tuple(self) -> None:
+        if self.started is None:
+            self.started = time.monotonic()
+        elif time.monotonic() - self.started > 0.5:
+            os._exit(3)
+        self.collector.emit([1])
+
+
+def test_metrics_raise_once_the_spark_job_has_ended(cluster: SparkCluster) -> None:
+    """When a worker dies more often than Spark retries a task, the job ends: metrics
+    and wait_idle then raise SparkJobFailed naming the topology, errors() says why, and
+    kill_topology still cleans up."""
+    b = TopologyBuilder()
+    b.set_spout("doomed", DiesAfterAWhile())
+    b.set_bolt("sink", AckAll(), parallelism=2).shuffle_grouping("doomed")
+    cluster.submit_topology("ends", CONF, b.create_topology())
+
+    def ended() -> bool:
+        try:
+            cluster.metrics("ends")
+        except SparkJobFailed:
+            return True
+        return False
+
+    wait_for(ended, 90, "the Spark job to end")
+    with pytest.raises(SparkJobFailed, match="'ends'"):
+        cluster.metrics("ends")
+    with pytest.raises(SparkJobFailed, match="'ends'"):
+        cluster.wait_idle(5)
+    assert any("Spark job running the workers ended" in e for e in cluster.errors("ends"))
+    cluster.kill_topology("ends")
+    assert "ends" not in cluster.topologies()
 
 
 def test_deactivate_and_activate(cluster: SparkCluster) -> None:

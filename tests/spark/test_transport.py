@@ -159,3 +159,75 @@ def test_items_appended_while_reporting_an_unpicklable_one_are_sent() -> None:
     assert list(inboxes[9]) == [(2, 77, 0, 0)] and not inboxes[3]
     a.close()
     b.close()
+
+
+def flush_all(a: Transport) -> None:
+    for _ in range(50):
+        a.flush()
+        if not a.blocked():
+            return
+        threading.Event().wait(0.02)
+    raise AssertionError("frames still stalled")
+
+
+def test_values_plain_pickle_refuses_cross_by_value() -> None:
+    """An instance of a class plain pickle cannot name (here, defined in a function; on
+    Spark, a class of the topology file's modules, carried by value) crosses through
+    cloudpickle; its frame-mates and later frames are unaffected, and two frames'
+    instances share one class on the receiving side."""
+
+    class Reading:
+        def __init__(self, word: str, n: int) -> None:
+            self.word, self.n = word, n
+
+    a, b, bad = make_pair()
+    src = TupleSource("sensor", "default", 1, Fields(["reading"]))
+    inbox = a.remote_inbox(3, worker=1)
+    inbox.append(Tuple([Reading("alpha", 1)], src, 11, 12))
+    inbox.append(Tuple(["plain"], src))
+    flush_all(a)
+    inbox.append(Tuple([Reading("beta", 2)], src))
+    flush_all(a)
+    inboxes = {3: deque()}
+    receive_all(b, inboxes, 3)
+    first, plain, second = (t.values[0] for t in inboxes[3])
+    assert (first.word, first.n, second.word, second.n) == ("alpha", 1, "beta", 2)
+    assert type(first) is type(second) and type(first).__name__ == "Reading"
+    assert plain == "plain" and inboxes[3][0]._tree_edges() == {11: 12}
+    assert bad == []
+    a.close()
+    b.close()
+
+
+class NotRebuildable(Exception):
+    """Pickles (Exception pickles its args) but cannot be unpickled: __init__ takes two
+    arguments and args holds one."""
+
+    def __init__(self, record: str, why: str) -> None:
+        super().__init__(record)
+        self.why = why
+
+
+def test_frame_that_cannot_be_read_is_reported_and_the_worker_goes_on() -> None:
+    """A frame whose values cannot be rebuilt is dropped and reported through
+    on_bad_frame (the receiver does not raise), counted as received from its sender,
+    and the frames after it are delivered."""
+    ctx = zmq.Context.instance()
+    lost: list[BaseException] = []
+    a = Transport(ctx, "127.0.0.1", lambda item, exc: None)
+    b = Transport(ctx, "127.0.0.1", lambda item, exc: None, lost.append)
+    a.set_peer(1, b.address)
+    src = TupleSource("spout", "default", 1, Fields(["v"]))
+    inbox = a.remote_inbox(3, worker=1)
+    inbox.append(Tuple([NotRebuildable("row 7", "bad date")], src, 5, 6))
+    flush_all(a)
+    inbox.append(Tuple(["after"], src))
+    flush_all(a)
+    inboxes = {3: deque()}
+    receive_all(b, inboxes, 1)
+    assert [t.values for t in inboxes[3]] == [["after"]]
+    assert len(lost) == 1 and isinstance(lost[0], TypeError)
+    assert b.frames_unreadable == 1
+    assert a.sent_to == {b.address: 2} and b.received_from == {a.address: 2}
+    a.close()
+    b.close()

@@ -369,6 +369,14 @@ class Worker:
         for root in item._tree_edges():
             self.inboxes[acker_tasks[root % len(acker_tasks)]].append((FAIL, root, 0, 0))
 
+    def report_error(self, text: str) -> None:
+        """Record an error that belongs to the worker rather than to one of its tasks
+        (a frame from a peer that could not be read): it reaches the driver with the
+        tasks' errors."""
+        self.errors.append(text)
+        self.error_count += 1
+        log.warning("topology %s: %s", self.name, text.rstrip())
+
     # -- observation --------------------------------------------------------------
 
     def errors_since(self, count: int) -> list[str]:

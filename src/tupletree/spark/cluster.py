@@ -28,6 +28,8 @@ from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
 from tupletree.runtime.worker import MAX_ERRORS_KEPT, make_layout, pickled_components
+from tupletree.spark import protocol
+from tupletree.spark.errors import SparkJobFailed
 from tupletree.spark.scheduler import assign
 from tupletree.topology.builder import Topology
 
@@ -49,9 +51,10 @@ class _Running:
         self.active = active
         self.lock = threading.Lock()
         self.snapshots: dict[tuple[int, int], dict[int, dict[str, Any]]] = {}
-        self.reports: dict[int, dict[str, Any]] = {}  # worker -> its latest metrics message
-        self.report_times: dict[int, float] = {}
+        # worker -> (attempt, its latest metrics message, when it came)
+        self.reports: dict[int, tuple[int, dict[str, Any], float]] = {}
         self.ready: set[int] = set()  # workers that said "ready" (any attempt)
+        self.ended: str | None = None  # why the Spark job ended, when nobody asked it to
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.logs: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.changed = threading.Condition(self.lock)
@@ -62,22 +65,23 @@ class _Running:
         with self.lock:
             if kind == "metrics":
                 self.snapshots[(message.worker, message.attempt)] = msg["snapshot"]
-                self.reports[message.worker] = msg
-                self.report_times[message.worker] = time.monotonic()
+                self.reports[message.worker] = (message.attempt, msg, time.monotonic())
                 for text in msg.get("errors", ()):
                     self.errors.append(f"worker {message.worker}: {text}")
             elif kind == "ready":
                 self.ready.add(message.worker)
-                if message.attempt and message.attempt > 0:
-                    # A restarted worker starts in the state the topology had at submit.
-                    self.launcher.send(
-                        message.worker, {"type": "activate" if self.active else "deactivate"}
-                    )
+                # A restarted worker starts inactive (the topology may have been
+                # deactivated since submit): activate it if the topology is active.
+                if message.attempt and message.attempt > 0 and self.active:
+                    self.launcher.send(message.worker, {"type": "activate"})
             elif kind == "error":
                 self.errors.append(
                     f"worker {message.worker} (attempt {message.attempt}): "
                     f"{msg.get('error')}\n{msg.get('traceback', '')}"
                 )
+            elif kind == protocol.JOB_ENDED and not msg.get("requested"):
+                self.ended = msg.get("error") or "it ended without being asked to"
+                self.errors.append(f"the Spark job running the workers ended: {self.ended}")
             elif kind == "log":
                 self.logs.append(f"worker {message.worker} {msg.get('level')}: {msg.get('line')}")
                 log.log(
@@ -193,13 +197,17 @@ class SparkCluster(ClusterBase):
 
     def activate(self, name: str) -> None:
         running = self._get(name)
-        running.active = True
-        running.launcher.broadcast({"type": "activate"})
+        # Under the lock that on_message holds, so a worker restarting meanwhile is
+        # told the state that is broadcast, not the one before it.
+        with running.lock:
+            running.active = True
+            running.launcher.broadcast({"type": "activate"})
 
     def deactivate(self, name: str) -> None:
         running = self._get(name)
-        running.active = False
-        running.launcher.broadcast({"type": "deactivate"})
+        with running.lock:
+            running.active = False
+            running.launcher.broadcast({"type": "deactivate"})
 
     def kill_topology(self, name: str) -> None:
         """Deactivate, let workers drain briefly, stop them and end the Spark job."""
@@ -218,9 +226,15 @@ class SparkCluster(ClusterBase):
 
     def metrics(self, name: str) -> dict[str, dict[str, Any]]:
         """Same shape as LocalCluster.metrics, summed over workers (and over the
-        attempts of a worker that was restarted)."""
+        attempts of a worker that was restarted).
+
+        Raises SparkJobFailed once the Spark job that runs the workers has ended without
+        being asked to (a worker failed more often than Spark retries tasks): the last
+        figures would otherwise stand still forever. ``errors(name)`` says why, and
+        ``kill_topology(name)`` still cleans up."""
         running = self._get(name)
         with running.lock:
+            _raise_if_ended(name, running)
             parts = list(running.snapshots.values())
         return aggregate(merge_snapshots(parts), running.layout.task_to_component)
 
@@ -239,10 +253,11 @@ class SparkCluster(ClusterBase):
         """Return once every worker reports an idle round and no frame is in flight
         between workers, in reports made after this call. False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for running in list(self._running.values()):
+        for name, running in list(self._running.items()):
             since = time.monotonic()
             with running.lock:
                 while not _all_idle(running, since):
+                    _raise_if_ended(name, running)
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
@@ -263,14 +278,33 @@ class SparkCluster(ClusterBase):
             self._spark = None
 
 
+def _raise_if_ended(name: str, running: _Running) -> None:
+    if running.ended is not None:
+        raise SparkJobFailed(
+            f"topology {name!r}: the Spark job running its workers ended: {running.ended}"
+        )
+
+
 def _all_idle(running: _Running, since: float) -> bool:
-    workers = running.launcher.num_workers
-    if any(running.report_times.get(w, 0) < since for w in range(workers)):
+    """Every worker's current process reported an idle round after ``since``, and each
+    has read every frame another current process sent it. Frames to or from a process
+    that died are lost with it (their trees time out): they are not waited for, which
+    is why frames are counted per peer address and not in total."""
+    current = running.launcher.workers
+    if len(current) < running.launcher.num_workers:
         return False
-    reports = [running.reports[w] for w in range(workers)]
-    sent = sum(r["frames_sent"] for r in reports)
-    received = sum(r["frames_received"] for r in reports)
-    return all(r["idle"] for r in reports) and sent == received
+    reports: list[dict[str, Any]] = []
+    for w, info in current.items():
+        attempt, report, at = running.reports.get(w, (-1, {}, 0.0))
+        if attempt != info.attempt or at < since or not report["idle"]:
+            return False
+        reports.append(report)
+    return all(
+        a["sent_to"].get(b["address"], 0) == b["received_from"].get(a["address"], 0)
+        for a in reports
+        for b in reports
+        if a is not b
+    )
 
 
 def _ship_user_modules_by_value(topology: Topology) -> None:

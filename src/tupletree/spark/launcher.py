@@ -170,9 +170,9 @@ class WorkerLauncher:
         self._started = True
         self._check_spark_settings()
         self._check_slots()
-        self._open_control_service()
-        self._job_thread = self._spawn_job_thread()
         try:
+            self._open_control_service()
+            self._job_thread = self._spawn_job_thread()
             return self._wait_started()
         except BaseException:
             self.stop(timeout=5.0)
@@ -419,7 +419,13 @@ class WorkerLauncher:
             self._job_error = None if self._stopping else error
             self._changed.notify_all()
         text = None if error is None else _summarize_spark_error(error)
-        self._deliver(WorkerMessage(None, None, {"type": protocol.JOB_ENDED, "error": text}))
+        with self._lock:
+            requested = self._stopping
+        self._deliver(
+            WorkerMessage(
+                None, None, {"type": protocol.JOB_ENDED, "error": text, "requested": requested}
+            )
+        )
 
     def _wait_started(self) -> dict[int, WorkerInfo]:
         deadline = time.monotonic() + self._start_timeout

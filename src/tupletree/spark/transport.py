@@ -17,6 +17,21 @@ growing memory anywhere.
 
 A value that cannot be pickled is reported naming the component and stream, and the
 tuple's trees are failed at once (``on_unserializable``), so the spout replays them.
+Plain pickle is tried first (fast); a frame it refuses is pickled with cloudpickle,
+which carries classes by value: the classes of a topology file's own modules reach the
+executors that way (spark/cluster.py registers them), so plain pickle cannot name them,
+and their instances must be able to cross workers as they do on LocalCluster.
+
+A frame the receiver cannot read (a value whose class pickles but does not unpickle,
+or bytes that are not a frame) is reported through ``on_bad_frame`` and dropped: its
+trees time out and are replayed, and the worker goes on. Storm's worker dies on a
+tuple it cannot deserialize; one user value should not take down a worker here.
+
+Each frame starts with its sender's address (outside the pickle, so that even a frame
+that cannot be read says where it came from), and each side counts frames per peer address
+(``sent_to``, ``received_from``), so the driver can tell that nothing is in flight
+between the current processes even after a worker was restarted (frames to or from a
+dead process are never matched, and need not be).
 
 Tuples are not pickled as objects (about 3 us each, measured) but as columns of plain
 data; the receiver rebuilds them, reusing one TupleSource per source.
@@ -25,6 +40,7 @@ data; the receiver rebuilds them, reusing one TupleSource per source.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +49,8 @@ import zmq
 
 from tupletree.spark.frames import PeerBuffer, decode, encode
 from tupletree.topology.tuple import TupleSource
+
+log = logging.getLogger(__name__)
 
 SEND_HWM = 64  # frames queued per peer socket before sends would block
 # When a busy worker sends (``flush_due``): once this many items wait, or once the
@@ -48,6 +66,7 @@ class Transport:
         context: zmq.Context,
         host: str,
         on_unserializable: Callable[[Any, BaseException], None],
+        on_bad_frame: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._context = context
         self._pull = context.socket(zmq.PULL)
@@ -55,7 +74,9 @@ class Transport:
         self._pull.setsockopt(zmq.LINGER, 0)
         port = self._pull.bind_to_random_port(f"tcp://{host}")
         self.address = f"tcp://{host}:{port}"
+        self._header = _header(self.address)
         self._on_unserializable = on_unserializable
+        self._on_bad_frame = on_bad_frame
         self._push: dict[int, zmq.Socket] = {}
         self._addresses: dict[int, str] = {}
         self._buffers: dict[int, PeerBuffer] = {}
@@ -65,6 +86,9 @@ class Transport:
         self._deliver_to: dict[int, Any] | None = None
         self.frames_sent = 0
         self.frames_received = 0
+        self.frames_unreadable = 0
+        self.sent_to: dict[str, int] = {}  # peer address -> frames it took
+        self.received_from: dict[str, int] = {}  # sender address -> frames read
         self.frame_items = FRAME_ITEMS
         self.linger_secs = LINGER_SECS
         self._last_flush = 0.0
@@ -143,13 +167,18 @@ class Transport:
             sock = self._push.get(worker)
             if sock is None:
                 continue  # the peer's address is not known yet: keep the frames
+            sent = 0
             while frames:
                 try:
                     sock.send(frames[0], zmq.NOBLOCK)
                 except zmq.Again:
                     break
                 frames.pop(0)
-                self.frames_sent += 1
+                sent += 1
+            if sent:
+                self.frames_sent += sent
+                address = self._addresses[worker]
+                self.sent_to[address] = self.sent_to.get(address, 0) + sent
 
     def blocked(self) -> bool:
         """True while frames wait for a peer's socket to take them (backpressure)."""
@@ -157,7 +186,11 @@ class Transport:
 
     def _serialize(self, lists: dict[int, list[Any]]) -> bytes | None:
         try:
-            return pickle.dumps(encode(lists), PICKLE_PROTOCOL)
+            return self._header + pickle.dumps(encode(lists), PICKLE_PROTOCOL)
+        except Exception:
+            pass
+        try:
+            return self._header + _by_value_dumps(encode(lists))
         except Exception:
             pass
         # Find the culprits (each item alone), report them, send the rest.
@@ -165,14 +198,14 @@ class Transport:
         for task, items in lists.items():
             for item in items:
                 try:
-                    pickle.dumps(encode({task: [item]}), PICKLE_PROTOCOL)
+                    _by_value_dumps(encode({task: [item]}))
                 except Exception as exc:
                     self._on_unserializable(item, exc)
                 else:
                     good.setdefault(task, []).append(item)
         if not good:
             return None
-        return pickle.dumps(encode(good), PICKLE_PROTOCOL)
+        return self._header + _by_value_dumps(encode(good))
 
     # -- receiving ----------------------------------------------------------------
 
@@ -190,7 +223,21 @@ class Transport:
             except zmq.Again:
                 break
             self.frames_received += 1
-            moved += decode(pickle.loads(frame.buffer), self._sources, self._deliver)
+            data = frame.buffer
+            n = int.from_bytes(data[:2], "big")
+            sender = bytes(data[2 : 2 + n]).decode("utf-8", "replace")
+            self.received_from[sender] = self.received_from.get(sender, 0) + 1
+            try:
+                moved += decode(pickle.loads(data[2 + n :]), self._sources, self._deliver)
+            except Exception as exc:
+                # Items decoded before the error stay delivered; the rest are lost and
+                # their trees time out. Counted as received all the same: nothing more
+                # of this frame is in flight.
+                self.frames_unreadable += 1
+                if self._on_bad_frame is not None:
+                    self._on_bad_frame(exc)
+                else:
+                    log.error("dropped a frame that could not be read: %r", exc)
         return moved
 
     @property
@@ -202,3 +249,18 @@ class Transport:
         for sock in self._push.values():
             sock.close(linger=0)
         self._pull.close(linger=0)
+
+
+def _header(address: str) -> bytes:
+    """What starts every frame this transport sends: its address, length-prefixed."""
+    raw = address.encode("utf-8")
+    return len(raw).to_bytes(2, "big") + raw
+
+
+def _by_value_dumps(obj: Any) -> bytes:
+    """cloudpickle, for what plain pickle refuses: classes of modules registered to be
+    pickled by value, classes defined in functions. The receiver reads it with plain
+    ``pickle.loads`` (cloudpickle's output only needs cloudpickle importable there)."""
+    from pyspark import cloudpickle
+
+    return cloudpickle.dumps(obj, PICKLE_PROTOCOL)

@@ -28,6 +28,7 @@ from tupletree.runtime.worker import Worker, pickled_components
 REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
+PEERS_TIMEOUT_SECS = 120.0  # cluster.START_TIMEOUT_SECS: how long the driver waits
 RECEIVE_FRAMES_PER_ROUND = 64
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -64,7 +65,16 @@ class TopologyWorkerMain:
             def unserializable(item: Any, exc: BaseException) -> None:
                 worker_ref[0].fail_unserializable(item, exc)
 
-            transport = Transport(context, advertise_host(control_address), unserializable)
+            def bad_frame(exc: BaseException) -> None:
+                worker_ref[0].report_error(
+                    f"worker {index}: dropped a frame from a peer that could not be read "
+                    f"(its tuples' trees will time out and be replayed): "
+                    f"{type(exc).__name__}: {exc}"
+                )
+
+            transport = Transport(
+                context, advertise_host(control_address), unserializable, bad_frame
+            )
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
             mine = local_tasks(placement, index)
@@ -81,8 +91,12 @@ class TopologyWorkerMain:
                 )
                 worker_ref.append(worker)
                 worker.external_backpressure = transport.blocked
-                transport.set_peers(control.wait_for_peers(), index)
-                worker.start(active=self.active)
+                # As long as the driver waits for a start: peers that start late are
+                # not a reason to fail this task (each failure uses a Spark retry).
+                transport.set_peers(control.wait_for_peers(PEERS_TIMEOUT_SECS), index)
+                # A restarted worker starts inactive; the driver activates it if the
+                # topology is active now (it may have been deactivated since submit).
+                worker.start(active=self.active and attempt == 0)
                 control.send({"type": "ready"})
                 with worker_gc():
                     _loop(worker, transport, control, index)
@@ -228,8 +242,9 @@ def _report(
             "snapshot": worker.metrics_snapshot(),
             "errors": worker.errors_since(errors_sent),
             "idle": idle and not transport.blocked(),
-            "frames_sent": transport.frames_sent,
-            "frames_received": transport.frames_received,
+            "address": transport.address,
+            "sent_to": dict(transport.sent_to),
+            "received_from": dict(transport.received_from),
         }
     )
     return worker.error_count
