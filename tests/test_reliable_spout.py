@@ -94,3 +94,36 @@ class NeverAcks(Bolt):
 
     def execute(self, tup: Any) -> None:
         self.box.get().setdefault("executions", []).append(tup[0])
+
+
+class ChangesValuesThenFailsOnce(Bolt):
+    """Appends to the tuple's values (its own business) and fails the first delivery."""
+
+    def __init__(self, box: Box) -> None:
+        self.box = box
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.first = True
+
+    def execute(self, tup: Any) -> None:
+        self.box.get().setdefault("received", []).append(list(tup.values))
+        tup.values.append("scribbled")
+        if self.first:
+            self.first = False
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_replay_sends_the_values_as_first_emitted(sim_cluster):
+    """A bolt that changes a tuple's values list does not change what the spout keeps
+    for replay: inside a worker tuples are not copied, so the spout emits a copy."""
+    box = Box()
+    b = TopologyBuilder()
+    b.set_spout("src", Messages(1, box))
+    b.set_bolt("work", ChangesValuesThenFailsOnce(box)).shuffle_grouping("src")
+    sim_cluster.submit_topology("v", {}, b.create_topology())
+    sim_cluster.wait_idle()
+    assert box.get()["received"] == [[1], [1]]
+    assert box.get()["acked"] == [1]

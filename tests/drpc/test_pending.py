@@ -138,3 +138,22 @@ def test_close_fails_waiting_requests():
     assert call["error"].reason == "bye"
     with pytest.raises(DRPCExecutionError, match="shut down"):
         book.execute("f", "b")
+
+
+def test_a_restarted_server_never_reuses_a_request_id():
+    """A topology that outlives its DRPC server may answer the old server's requests:
+    the new server's ids differ, so the answer cannot reach the wrong caller."""
+    old, new = PendingRequests(timeout_secs=5), PendingRequests(timeout_secs=5)
+    for book in (old, new):
+        book.register("f")
+    first = call_async(old, "f", "for the old server")
+    [(old_id, _)] = old.fetch("f", 1, 2.0)
+    old.close()
+    first["thread"].join(2)
+    second = call_async(new, "f", "for the new server")
+    [(new_id, _)] = new.fetch("f", 1, 2.0)
+    assert new_id != old_id
+    assert not new.respond(old_id, "a late answer to the old request")
+    assert new.respond(new_id, "the right answer")
+    second["thread"].join(2)
+    assert second["result"] == "the right answer"

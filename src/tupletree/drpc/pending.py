@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import secrets
 import threading
 import time
 from collections import deque
@@ -82,6 +83,10 @@ class PendingRequests:
         self._registered: dict[str, int] = {}
         self._wakeups: dict[str, list[Any]] = {}
         self._last_fetch: dict[str, float] = {}
+        # Ids unique to this server instance: a topology that outlives a restarted
+        # server may still post results or failures for the old instance's ids, and
+        # they must not reach a new caller that happens to hold the same number.
+        self._id_prefix = secrets.token_hex(4)
         self._ids = itertools.count(1)
         self._closed = False
 
@@ -97,7 +102,7 @@ class PendingRequests:
         with self._cond:
             if self._closed:
                 raise DRPCExecutionError(function, "the DRPC server is shut down")
-            req = _Request(str(next(self._ids)), function, args)
+            req = _Request(f"{self._id_prefix}-{next(self._ids)}", function, args)
             self._requests[req.id] = req
             self._queues.setdefault(function, deque()).append(req)
             known = self._known(function)

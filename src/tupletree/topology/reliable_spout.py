@@ -40,7 +40,7 @@ class ReliableSpout(Spout):
             msg_id = self._replay.popleft()
             entry = self._in_flight.get(msg_id)
             if entry is not None:
-                self.collector.emit(entry[0], msg_id=msg_id, stream=self.stream)
+                self.collector.emit(list(entry[0]), msg_id=msg_id, stream=self.stream)
             return
         message = self.next_message()
         if message is None:
@@ -50,9 +50,11 @@ class ReliableSpout(Spout):
             raise ValueError("ReliableSpout.next_message must give every message a msg_id")
         if msg_id in self._in_flight:
             raise ValueError(f"ReliableSpout: msg_id {msg_id!r} is already in flight")
+        # Emitted as a copy: inside a worker a tuple's values list is the one emitted, so
+        # a bolt that changes it would otherwise change what a replay sends.
         values = list(values)
         self._in_flight[msg_id] = [values, 0]
-        self.collector.emit(values, msg_id=msg_id, stream=self.stream)
+        self.collector.emit(list(values), msg_id=msg_id, stream=self.stream)
 
     def ack(self, msg_id: Any) -> None:
         if self._in_flight.pop(msg_id, None) is not None:
