@@ -2,7 +2,8 @@
 # Instructions per sentence of bench/two_workers.py (the Spark benchmark's word count
 # without Spark), counted by callgrind, per worker process, for 1 and for 2 workers.
 # Startup and the parent cancel out: (Ir(60,000 sentences) - Ir(20,000)) / 40,000.
-# Less repeatable than bench/instructions.sh (frame sizes depend on timing): ~1-3%.
+# Less repeatable than bench/instructions.sh (frame sizes depend on timing): the same code
+# measured 58,069 + 65,884 in one session and 63,017 + 69,989 in the next.
 #
 # The busiest worker bounds the rate: two workers can run at most
 # (one worker's count) / (the busiest worker's count) times as fast as one, less
