@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from workerfns import NotRebuildable
 
 from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.config import validate
@@ -349,15 +350,6 @@ class Reading:
     n: int
 
 
-class Unreadable(Exception):
-    """Pickles (an exception pickles its args) but cannot be unpickled: __init__ takes
-    two arguments and args holds one."""
-
-    def __init__(self, record: str, why: str) -> None:
-        super().__init__(record)
-        self.why = why
-
-
 class EmitsReadings(Spout):
     outputs = ["reading"]
 
@@ -371,7 +363,7 @@ class EmitsReadings(Spout):
 
     def next_tuple(self) -> None:
         if self.n == 0:
-            self.collector.emit([Unreadable("row 0", "bad")])  # untracked: never replayed
+            self.collector.emit([NotRebuildable("row 0", "bad")])  # untracked: never replayed
         if self.replay:
             n = self.replay.pop()
         elif self.n < self.total:
@@ -419,7 +411,7 @@ def test_user_value_classes_cross_workers_and_an_unreadable_frame_is_survived(
     expected = Counter(WORDS[n % len(WORDS)] for n in range(total))
     assert set(counts) == set(expected) and all(counts[w] >= expected[w] for w in expected)
     errors = cluster.errors("values")
-    assert any("could not be read" in e and "Unreadable.__init__" in e for e in errors), errors
+    assert any("could not be read" in e and "NotRebuildable.__init__" in e for e in errors), errors
     assert not any("serialized" in e for e in errors), errors
     assert {i: w.attempt for i, w in cluster.workers("values").items()} == attempts
     cluster.kill_topology("values")

@@ -8,6 +8,7 @@ from collections import deque
 from typing import Any
 
 import zmq
+from workerfns import NotRebuildable
 
 from tupletree.spark.transport import Transport
 from tupletree.topology.fields import Fields
@@ -197,15 +198,6 @@ def test_values_plain_pickle_refuses_cross_by_value() -> None:
     assert bad == []
     a.close()
     b.close()
-
-
-class NotRebuildable(Exception):
-    """Pickles (Exception pickles its args) but cannot be unpickled: __init__ takes two
-    arguments and args holds one."""
-
-    def __init__(self, record: str, why: str) -> None:
-        super().__init__(record)
-        self.why = why
 
 
 def test_frame_that_cannot_be_read_is_reported_and_the_worker_goes_on() -> None:

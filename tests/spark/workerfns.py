@@ -1,4 +1,5 @@
-"""Worker bodies the Spark tests run inside Spark tasks (pickled by value)."""
+"""Worker bodies the Spark tests run inside Spark tasks, and values they send between
+workers (pickled by value)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,12 @@ def failing_worker(index: int, attempt: int, control_address: str) -> None:
 def silent_worker(index: int, attempt: int, control_address: str) -> None:
     """Never registers (a worker stuck before it could say hello)."""
     time.sleep(120)
+
+
+class NotRebuildable(Exception):
+    """Pickles (an exception pickles its args) but cannot be unpickled: __init__ takes
+    two arguments and args holds one."""
+
+    def __init__(self, record: str, why: str) -> None:
+        super().__init__(record)
+        self.why = why

@@ -156,7 +156,9 @@ class SparkCluster(ClusterBase):
         layout = make_layout(topology, full_conf)
         workers = full_conf[Config.TOPOLOGY_WORKERS]
         placement = assign(layout, workers)
-        main = TopologyWorkerMain(name, blob, full_conf, placement, active=not inactive)
+        main = TopologyWorkerMain(
+            name, blob, full_conf, placement, not inactive, START_TIMEOUT_SECS
+        )
         running = _Running(layout, None, active=not inactive)
         launcher = WorkerLauncher(
             self.spark,
@@ -293,16 +295,16 @@ def _all_idle(running: _Running, since: float) -> bool:
     current = running.launcher.workers
     if len(current) < running.launcher.num_workers:
         return False
-    reports: list[dict[str, Any]] = []
+    reports: dict[str, dict[str, Any]] = {}  # data address (from registration) -> report
     for w, info in current.items():
         attempt, report, at = running.reports.get(w, (-1, {}, 0.0))
         if attempt != info.attempt or at < since or not report["idle"]:
             return False
-        reports.append(report)
+        reports[info.address] = report
     return all(
-        a["sent_to"].get(b["address"], 0) == b["received_from"].get(a["address"], 0)
-        for a in reports
-        for b in reports
+        a["sent_to"].get(b_address, 0) == b["received_from"].get(a_address, 0)
+        for a_address, a in reports.items()
+        for b_address, b in reports.items()
         if a is not b
     )
 

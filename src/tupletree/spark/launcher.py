@@ -417,10 +417,9 @@ class WorkerLauncher:
         with self._changed:
             self._job_done = True
             self._job_error = None if self._stopping else error
+            requested = self._stopping
             self._changed.notify_all()
         text = None if error is None else _summarize_spark_error(error)
-        with self._lock:
-            requested = self._stopping
         self._deliver(
             WorkerMessage(
                 None, None, {"type": protocol.JOB_ENDED, "error": text, "requested": requested}

@@ -84,14 +84,22 @@ class Transport:
         self._sources: dict[tuple[Any, ...], TupleSource] = {}
         self._deliver: dict[int, Callable[[Any], None]] = {}
         self._deliver_to: dict[int, Any] | None = None
-        self.frames_sent = 0
-        self.frames_received = 0
         self.frames_unreadable = 0
         self.sent_to: dict[str, int] = {}  # peer address -> frames it took
         self.received_from: dict[str, int] = {}  # sender address -> frames read
         self.frame_items = FRAME_ITEMS
         self.linger_secs = LINGER_SECS
         self._last_flush = 0.0
+
+    @property
+    def frames_sent(self) -> int:
+        """Frames the peers' sockets took, over all peers and their processes."""
+        return sum(self.sent_to.values())
+
+    @property
+    def frames_received(self) -> int:
+        """Frames read (unreadable ones included), over all senders."""
+        return sum(self.received_from.values())
 
     # -- wiring -------------------------------------------------------------------
 
@@ -176,7 +184,6 @@ class Transport:
                 frames.pop(0)
                 sent += 1
             if sent:
-                self.frames_sent += sent
                 address = self._addresses[worker]
                 self.sent_to[address] = self.sent_to.get(address, 0) + sent
 
@@ -186,11 +193,7 @@ class Transport:
 
     def _serialize(self, lists: dict[int, list[Any]]) -> bytes | None:
         try:
-            return self._header + pickle.dumps(encode(lists), PICKLE_PROTOCOL)
-        except Exception:
-            pass
-        try:
-            return self._header + _by_value_dumps(encode(lists))
+            return self._header + _dumps(encode(lists))
         except Exception:
             pass
         # Find the culprits (each item alone), report them, send the rest.
@@ -198,14 +201,14 @@ class Transport:
         for task, items in lists.items():
             for item in items:
                 try:
-                    _by_value_dumps(encode({task: [item]}))
+                    _dumps(encode({task: [item]}))
                 except Exception as exc:
                     self._on_unserializable(item, exc)
                 else:
                     good.setdefault(task, []).append(item)
         if not good:
             return None
-        return self._header + _by_value_dumps(encode(good))
+        return self._header + _dumps(encode(good))
 
     # -- receiving ----------------------------------------------------------------
 
@@ -222,7 +225,6 @@ class Transport:
                 frame = pull.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            self.frames_received += 1
             data = frame.buffer
             n = int.from_bytes(data[:2], "big")
             sender = bytes(data[2 : 2 + n]).decode("utf-8", "replace")
@@ -257,10 +259,14 @@ def _header(address: str) -> bytes:
     return len(raw).to_bytes(2, "big") + raw
 
 
-def _by_value_dumps(obj: Any) -> bytes:
-    """cloudpickle, for what plain pickle refuses: classes of modules registered to be
-    pickled by value, classes defined in functions. The receiver reads it with plain
-    ``pickle.loads`` (cloudpickle's output only needs cloudpickle importable there)."""
-    from pyspark import cloudpickle
+def _dumps(obj: Any) -> bytes:
+    """Plain pickle (fast); cloudpickle for what it refuses: classes of modules
+    registered to be pickled by value, classes defined in functions. The receiver reads
+    either with plain ``pickle.loads`` (cloudpickle's output only needs cloudpickle
+    importable there)."""
+    try:
+        return pickle.dumps(obj, PICKLE_PROTOCOL)
+    except Exception:
+        from pyspark import cloudpickle
 
-    return cloudpickle.dumps(obj, PICKLE_PROTOCOL)
+        return cloudpickle.dumps(obj, PICKLE_PROTOCOL)

@@ -28,7 +28,6 @@ from tupletree.runtime.worker import Worker, pickled_components
 REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
-PEERS_TIMEOUT_SECS = 120.0  # cluster.START_TIMEOUT_SECS: how long the driver waits
 RECEIVE_FRAMES_PER_ROUND = 64
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -43,12 +42,14 @@ class TopologyWorkerMain:
         conf: dict[str, Any],
         placement: dict[int, int],
         active: bool,
+        start_timeout: float,
     ) -> None:
         self.name = name
         self.topology_blob = topology_blob
         self.conf = conf
         self.placement = placement
         self.active = active
+        self.start_timeout = start_timeout  # how long the driver waits for every worker
 
     def __call__(self, index: int, attempt: int, control_address: str) -> None:
         from pyspark import cloudpickle
@@ -93,7 +94,7 @@ class TopologyWorkerMain:
                 worker.external_backpressure = transport.blocked
                 # As long as the driver waits for a start: peers that start late are
                 # not a reason to fail this task (each failure uses a Spark retry).
-                transport.set_peers(control.wait_for_peers(PEERS_TIMEOUT_SECS), index)
+                transport.set_peers(control.wait_for_peers(self.start_timeout), index)
                 # A restarted worker starts inactive; the driver activates it if the
                 # topology is active now (it may have been deactivated since submit).
                 worker.start(active=self.active and attempt == 0)
@@ -242,7 +243,6 @@ def _report(
             "snapshot": worker.metrics_snapshot(),
             "errors": worker.errors_since(errors_sent),
             "idle": idle and not transport.blocked(),
-            "address": transport.address,
             "sent_to": dict(transport.sent_to),
             "received_from": dict(transport.received_from),
         }
