@@ -461,24 +461,24 @@ def test_acking(cluster):
     ids = itertools.count(1)
 
     feeder1.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(0)
     feeder2.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(1)
     check2(1)
     feeder1.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(0)
     feeder1.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(1)
     feeder3.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(0)
     check3(0)
     feeder2.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(1)
     check2(1)
     check3(1)
@@ -496,10 +496,10 @@ def test_ack_branching(cluster):
     cluster.submit_topology("test-acking2", TIMEOUT_CONF, b.create_topology())
     cluster.advance_time(11)
     feeder.feed([1], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(0)
     feeder.feed([1], msg_id=2)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(2)
     assert tracker.acked == {1, 2}
     assert tracker.failed == set()
@@ -515,12 +515,12 @@ def test_acking_self_anchor(cluster):
     cluster.submit_topology("self-anchor", TIMEOUT_CONF, b.create_topology())
     cluster.advance_time(11)
     feeder.feed([1], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(1)
     feeder.feed([1], msg_id=2)
     feeder.feed([1], msg_id=3)
     feeder.feed([1], msg_id=4)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(3)
     assert tracker.acked == {1, 2, 3, 4}
     assert tracker.failed == set()
@@ -552,7 +552,7 @@ def test_submit_inactive_topology(cluster):
     cluster.submit_topology("test", TIMEOUT_CONF, b.create_topology(), inactive=True)
     feeder.feed(["a"], msg_id=1)
     cluster.advance_time(9)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert entries(journal) == []
     assert tracker.acked == set()
     assert tracker.failed == set()
@@ -572,10 +572,10 @@ def test_deactivate_then_activate(cluster):
     b.set_bolt("2", RecordingAckBolt(journal)).global_grouping("1")
     cluster.submit_topology("toggle", TIMEOUT_CONF, b.create_topology())
     feeder.feed(["a"], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1}
     cluster.deactivate("toggle")
-    cluster.wait_idle()  # on Spark, deactivate reaches the workers by message
+    assert cluster.wait_idle()  # on Spark, deactivate reaches the workers by message
     feeder.feed(["b"], msg_id=2)
     cluster.advance_time(5)
     assert entries(journal) == [["a"]]
@@ -596,7 +596,7 @@ def test_zero_ackers_acks_at_once(cluster):
     conf = {**TIMEOUT_CONF, Config.TOPOLOGY_ACKER_EXECUTORS: 0}
     cluster.submit_topology("at-most-once", conf, b.create_topology())
     feeder.feed(["a"], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1}
     assert entries(journal) == [["a"]]
     cluster.advance_time(25)  # past 2 timeouts: a tracked tree would have failed
@@ -612,7 +612,7 @@ def test_untracked_emit_is_never_acked_nor_failed(cluster):
     b.set_bolt("2", NeverAckBolt(journal)).global_grouping("1")
     cluster.submit_topology("untracked", TIMEOUT_CONF, b.create_topology())
     feeder.feed(["a"], msg_id=None)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert entries(journal) == [["a"]]
     assert tracker.acked == set()
     cluster.advance_time(25)  # past 2 timeouts: a tracked tree would have failed
@@ -633,14 +633,14 @@ def test_basic_bolt_failures_and_errors(cluster):
     feeder.feed(["reject"], msg_id=2)
     feeder.feed(["crash"], msg_id=3)
     feeder.feed(["fine"], msg_id=4)
-    cluster.wait_idle()  # no time passes: the failures are explicit, not timeouts
+    assert cluster.wait_idle()  # no time passes: the failures are explicit, not timeouts
     assert tracker.failed == {2, 3}
     assert tracker.acked == {1, 4}
     assert entries(journal) == [["ok"], ["fine"]]
     errors = cluster.errors("basic")
     assert any("boom on crash" in e for e in errors), errors
     feeder.feed(["later"], msg_id=5)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1, 4, 5}
     assert entries(journal)[-1] == ["later"]
 
@@ -656,7 +656,7 @@ def test_max_spout_pending_bounds_in_flight_tuples(cluster):
     cluster.submit_topology("pending", conf, b.create_topology())
     for i in range(1, 31):
         feeder.feed([f"w{i}"], msg_id=i)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert entries(journal) == [["w1"], ["w2"]]
     if cluster.exact_time:
         cluster.advance_time(5)
@@ -741,7 +741,7 @@ def test_metrics_count_what_happened(cluster):
     feeder.feed(["a"], msg_id=1)
     feeder.feed(["b"], msg_id=2)
     feeder.feed(["c"], msg_id=3)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1, 3}
     assert tracker.failed == {2}
 
@@ -808,7 +808,7 @@ def test_two_topologies_and_kill(cluster):
     cluster.submit_topology("t2", conf, topo2)
     feeder1.feed(["one"], msg_id="x1")
     feeder2.feed(["two"], msg_id="y1")
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker1.acked == {"x1"}
     assert tracker2.acked == {"y1"}
     assert entries(j1) == [["one"]]
@@ -835,6 +835,6 @@ def test_submitting_a_running_name_again_is_rejected(cluster):
     with pytest.raises(Exception, match="same"):  # API.md does not fix the type
         cluster.submit_topology("same", conf, topo2)
     feeder1.feed(["still"], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker1.acked == {1}
     assert entries(j1) == [["still"]]

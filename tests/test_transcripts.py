@@ -63,7 +63,7 @@ def test_transcripts_on_every_cluster(any_cluster):
         outcome: {name for name, (_, want) in TRANSCRIPTS.items() if want == outcome}
         for outcome in ("acked", "failed", "timed_out")
     }
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert cluster.until(lambda: tracker.acked == expect["acked"]), tracker.acked
     assert cluster.until(lambda: tracker.failed == expect["failed"]), tracker.failed
     cluster.advance_time(35)  # past every timeout
