@@ -37,7 +37,9 @@ Bounds (all are ``DRPCServer`` arguments; the book's are in ``pending.py``):
   and is closed (``WebServer``); a connection idle for ``IDLE_TIMEOUT_SECS`` is closed;
 - requests held, their arguments, functions fetched: ``max_pending`` (10,000),
   ``max_pending_chars`` (64 Mi characters), ``max_functions`` (1,024); 503 busy past them;
-- a fetch: at most ``MAX_FETCH_ITEMS`` requests, waiting at most ``MAX_FETCH_WAIT_SECS``.
+- a fetch: at most ``MAX_FETCH_ITEMS`` requests, waiting at most ``MAX_FETCH_WAIT_SECS``;
+- aiohttp's reports on malformed requests (logger ``tupletree.drpc.http``): at most
+  ``LOG_BURST`` per ``LOG_WINDOW_SECS``; no access log.
 
 Run a standalone server with ``python -m tupletree.drpc --port 3774``.
 """
@@ -81,6 +83,11 @@ from tupletree.drpc.pending import (
 from tupletree.webserver import WebServer
 
 log = logging.getLogger("tupletree.drpc")
+# aiohttp's own reports on what clients sent (malformed requests: an ERROR with a
+# traceback each), at most LOG_BURST per LOG_WINDOW_SECS.
+http_log = logging.getLogger("tupletree.drpc.http")
+LOG_BURST = 5
+LOG_WINDOW_SECS = 10.0
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
@@ -118,9 +125,10 @@ class _Endpoints:
             raise _Refused(405, "bad-request", f"method {request.method} not allowed")
         except _Refused as exc:
             resp = _error(exc.status, exc.kind, exc.message)
-            if exc.status in (411, 413):
-                # The rest of the request (an unread or unframed body) must not be read
-                # as the next request on this connection.
+            if exc.status == 411:
+                # Whatever body follows is unframed: it must not be read as the next
+                # request on this connection. (A 413's unread body is framed: aiohttp
+                # reads and drops it for a while, so the client can read the answer.)
                 resp.force_close()
             return resp
         except DRPCBusyError as exc:
@@ -265,6 +273,35 @@ class _Endpoints:
             raise _Refused(400, "bad-request", f"the body must be UTF-8 text: {exc}") from None
 
 
+class _Throttle(logging.Filter):
+    """Let at most ``burst`` records through per ``window`` seconds; the first one let
+    through after a quiet spell says how many were dropped."""
+
+    def __init__(self, burst: int, window: float) -> None:
+        super().__init__()
+        self.burst, self.window = burst, window
+        self._start = -window
+        self._count = 0
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = record.created
+        if now - self._start >= self.window:
+            self._start, self._count = now, 0
+        self._count += 1
+        if self._count > self.burst:
+            self.dropped += 1
+            return False
+        if self.dropped:
+            record.msg = f"{record.msg} ({self.dropped} similar reports dropped before this)"
+            self.dropped = 0
+        return True
+
+
+if not any(isinstance(f, _Throttle) for f in http_log.filters):
+    http_log.addFilter(_Throttle(LOG_BURST, LOG_WINDOW_SECS))
+
+
 class _Wakeup:
     """An asyncio wake-up that any thread may set (the book settles requests and queues
     them from callers' threads, spouts' threads and the loop itself)."""
@@ -356,6 +393,7 @@ class DRPCServer:
                 # A caller that hangs up stops waiting: its request is forgotten.
                 "handler_cancellation": True,
                 "access_log": None,
+                "logger": http_log,
             },
         )
         app.router.add_route("*", "/{path:.*}", self._endpoints.handle)
@@ -404,6 +442,10 @@ class DRPCServer:
     def connections(self) -> int:
         """HTTP connections open now."""
         return self._web.connections()
+
+    def body_bytes_in_flight(self) -> int:
+        """Bytes reserved by request bodies being read now."""
+        return self._endpoints.in_flight
 
     @property
     def url(self) -> str:
