@@ -137,7 +137,10 @@ def run(mode: str, clients: int, duration: float) -> dict[str, float]:
                 "bench", remote_conf(server.port), builder().create_remote_topology()
             )
             client = DRPCClient(server.host, server.port)
-            return drive(client.execute, clients, duration)
+            try:
+                return drive(client.execute, clients, duration)
+            finally:  # stop the spouts before their server
+                cluster.kill_topology("bench")
 
 
 def remote_conf(port: int) -> dict[str, Any]:

@@ -118,7 +118,7 @@ class _Endpoints:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            if request.method in ("GET", "HEAD"):
+            if request.method == "GET":
                 return await self._get(request)
             if request.method == "POST":
                 return await self._post(request)
