@@ -364,3 +364,16 @@ def _record(out: list[BaseException], fn: Callable[..., object], *args: object) 
         fn(*args)
     except BaseException as exc:
         out.append(exc)
+
+
+def test_only_get_and_post_call_functions(server):
+    """HEAD (or PUT...) on /drpc/<function>/<args> is refused with 405; it must not run
+    the function."""
+    server.book.register("f")
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=DEADLINE)
+    for method in ("HEAD", "PUT", "DELETE"):
+        conn.request(method, "/drpc/f/x")
+        resp = conn.getresponse()
+        resp.read()
+        assert (resp.status, resp.getheader("X-DRPC-Error")) == (405, "bad-request")
+    assert server.pending_requests() == 0
