@@ -19,6 +19,7 @@ from tupletree.drpc import (
     DRPCConnectionError,
     DRPCExecutionError,
     DRPCServer,
+    DRPCTimeoutError,
     DRPCUnknownFunctionError,
 )
 from tupletree.drpc.pending import PendingRequests
@@ -318,8 +319,8 @@ def test_bodies_being_read_are_bounded():
 
 
 def test_client_reports_each_http_error_as_what_it_is(server):
-    """500 failed, 400 bad request, 503 shutdown: each its own error, naming the server
-    (504 and 404 unknown-function: test_server.py)."""
+    """500 failed, 400 bad request, 503 shutdown, 404 not-found: each its own error or
+    status, naming the server."""
     name = f"{server.host}:{server.port}"
     client = DRPCClient(server.host, server.port, timeout=DEADLINE)
     book = server.book
@@ -357,6 +358,19 @@ def test_client_reports_each_http_error_as_what_it_is(server):
     conn.request("POST", "/nope", body=b"x")
     resp = conn.getresponse()
     assert (resp.status, resp.getheader("X-DRPC-Error")) == (404, "not-found")
+
+
+def test_client_names_the_server_for_404_and_504():
+    """DRPCUnknownFunctionError and DRPCTimeoutError say which server answered."""
+    conf = {"drpc.request.timeout.secs": 1}
+    with DRPCServer(port=0, conf=conf, unknown_function_wait_secs=0.2) as server:
+        name = f"{server.host}:{server.port}"
+        client = DRPCClient(server.host, server.port, timeout=DEADLINE)
+        with pytest.raises(DRPCUnknownFunctionError, match=f"HTTP 404 from the DRPC server {name}"):
+            client.execute("nobody", "x")
+        server.book.register("f")  # served, never answered
+        with pytest.raises(DRPCTimeoutError, match=f"HTTP 504 from the DRPC server {name}"):
+            client.execute("f", "x")
 
 
 def _record(out: list[BaseException], fn: Callable[..., object], *args: object) -> None:
