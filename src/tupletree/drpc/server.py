@@ -30,7 +30,8 @@ not authenticated, as in Storm.
 Bounds (all are ``DRPCServer`` arguments; the book's are in ``pending.py``):
 
 - a request body: at most ``max_body_bytes`` (16 MiB; aiohttp's ``client_max_size``), 413
-  past it, refused before reading when the Content-Length says so;
+  past it, answered before reading when the Content-Length says so (aiohttp then reads
+  and drops the rest for at most 10 s, so that the client can read the answer);
 - bodies being read at once: at most ``max_body_bytes_in_flight`` (64 MiB) in total, a
   chunked body counting as ``max_body_bytes``; 503 busy past it;
 - connections: at most ``max_connections`` (512); past it a new connection gets 503 busy
