@@ -17,6 +17,9 @@ Prints requests/s and p50/p99 request latency (as the caller sees it), for:
               where every network hop also waits for the GIL (Python's convoy effect);
 
 each with 1 client (a lone request's latency) and with ``--clients`` concurrent ones.
+For ``http`` it also prints the CPU time the server process and the topology process
+spent per request (from /proc, Linux only): on a shared machine these move far less
+than the wall-clock figures.
 """
 
 from __future__ import annotations
@@ -92,10 +95,27 @@ def builder() -> LinearDRPCTopologyBuilder:
     return b
 
 
-def drive(call: Callable[[str, str], str], clients: int, duration: float) -> dict[str, float]:
-    """``clients`` threads calling back to back for ``duration`` s; latencies in ms."""
+def cpu_secs(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (nan without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drive(
+    call: Callable[[str, str], str],
+    clients: int,
+    duration: float,
+    watch: dict[str, int] | None = None,
+) -> dict[str, float]:
+    """``clients`` threads calling back to back for ``duration`` s; latencies in ms;
+    for each process in ``watch`` (name -> pid), its CPU microseconds per request."""
     for arg in ARGS[:20]:  # warm up
         call("count", arg)
+    cpu_before = {name: cpu_secs(pid) for name, pid in (watch or {}).items()}
     want = str(WORDS_PER_REQUEST)
     stop_at = time.perf_counter() + duration
 
@@ -116,12 +136,15 @@ def drive(call: Callable[[str, str], str], clients: int, duration: float) -> dic
         per_client = list(pool.map(client, range(clients)))
     elapsed = time.perf_counter() - start
     lat = sorted(x for part in per_client for x in part)
-    return {
+    out = {
         "requests": len(lat),
         "rps": len(lat) / elapsed,
         "p50": lat[len(lat) // 2] * 1e3,
         "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3,
     }
+    for name, pid in (watch or {}).items():
+        out[f"cpu {name}"] = (cpu_secs(pid) - cpu_before[name]) / len(lat) * 1e6
+    return out
 
 
 def run(mode: str, clients: int, duration: float) -> dict[str, float]:
@@ -137,7 +160,10 @@ def run(mode: str, clients: int, duration: float) -> dict[str, float]:
                 "bench", remote_conf(server.port), builder().create_remote_topology()
             )
             client = DRPCClient(server.host, server.port)
-            return drive(client.execute, clients, duration)
+            try:
+                return drive(client.execute, clients, duration)
+            finally:  # stop the spouts before their server
+                cluster.kill_topology("bench")
 
 
 def remote_conf(port: int) -> dict[str, Any]:
@@ -164,7 +190,8 @@ def run_split(clients: int, duration: float) -> dict[str, float]:
         assert topology.stdout is not None
         if topology.stdout.readline().strip() != "ready":
             raise SystemExit("drpc_bench: the topology process did not start")
-        return drive(DRPCClient("127.0.0.1", port).execute, clients, duration)
+        watch = {"server": server.pid, "topology": topology.pid}
+        return drive(DRPCClient("127.0.0.1", port).execute, clients, duration, watch)
     finally:
         for proc in (topology, server):
             if proc is not None:
@@ -202,9 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         for clients in (1, opts.clients):
             r = run(mode, clients, opts.duration)
+            cpu = "".join(
+                f"  {key}: {value:,.0f} us/request" for key, value in r.items() if key[:4] == "cpu "
+            )
             print(
                 f"{mode:<8} {clients:>7} {r['rps']:>11,.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} "
-                f"{r['requests']:>9,}",
+                f"{r['requests']:>9,}{cpu}",
                 flush=True,
             )
     return 0

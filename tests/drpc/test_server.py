@@ -3,7 +3,6 @@ DRPCClient, plain HTTP clients, and the ``tupletree drpc`` command."""
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -107,10 +106,8 @@ def test_http_request_timeout(cluster):
         builder = LinearDRPCTopologyBuilder("slow")
         builder.add_bolt(NeverFinish(), 1)
         cluster.submit_topology("slow", remote_conf(server), builder.create_remote_topology())
-        start = time.monotonic()
         with pytest.raises(DRPCTimeoutError, match="within 1 s"):
             DRPCClient(server.host, server.port).execute("slow", "x")
-        assert time.monotonic() - start < 3
         assert server.pending_requests() == 0
         assert server.book.queued() == 0
 
@@ -133,7 +130,8 @@ def test_concurrent_http_clients(cluster, server):
 
 
 def test_killed_topology_makes_function_unknown(cluster):
-    """Once its topology is killed, a function is unknown again after the function TTL."""
+    """Once its topology is killed, a function is unknown again after the function TTL
+    (and a request for it gets 404 then, without waiting for the request timeout)."""
     with DRPCServer(port=0, unknown_function_wait_secs=0.2) as server:
         server.book.function_ttl_secs = 0.5
         builder = LinearDRPCTopologyBuilder("ex")
@@ -141,7 +139,6 @@ def test_killed_topology_makes_function_unknown(cluster):
         cluster.submit_topology("ex", remote_conf(server), builder.create_remote_topology())
         assert server.execute("ex", "a") == "a!!!"
         cluster.kill_topology("ex")
-        time.sleep(0.7)
         with pytest.raises(DRPCUnknownFunctionError):
             DRPCClient(server.host, server.port).execute("ex", "b")
 

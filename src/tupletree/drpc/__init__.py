@@ -27,6 +27,7 @@ from tupletree.drpc.coordinated_bolt import (
     TimeoutCallback,
 )
 from tupletree.drpc.errors import (
+    DRPCBusyError,
     DRPCConnectionError,
     DRPCExecutionError,
     DRPCTimeoutError,
@@ -38,6 +39,7 @@ from tupletree.drpc.spout import DRPCSpout
 
 __all__ = [
     "CoordinatedBolt",
+    "DRPCBusyError",
     "DRPCClient",
     "DRPCConnectionError",
     "DRPCExecutionError",

@@ -16,6 +16,7 @@ import sys
 import threading
 
 from tupletree.drpc.errors import (
+    DRPCBusyError,
     DRPCConnectionError,
     DRPCExecutionError,
     DRPCTimeoutError,
@@ -40,7 +41,8 @@ class DRPCClient:
     def _post(self, path: str, body: str) -> tuple[int, str, str | None, str]:
         """POST on this thread's kept-alive connection. If a *reused* connection turns
         out closed (the server dropped it while idle) before any answer, the request
-        was not processed: retry once on a new connection."""
+        was not processed: retry once on a new connection. A server that answers before
+        reading the whole body (413) and closes is heard: its answer is read."""
         data = body.encode("utf-8")
         headers = {"Content-Type": "text/plain; charset=utf-8"}
         conn = getattr(self._local, "conn", None)
@@ -49,8 +51,16 @@ class DRPCClient:
             if conn is None:
                 conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             try:
-                conn.request("POST", path, body=data, headers=headers)
-                resp = conn.getresponse()
+                try:
+                    conn.request("POST", path, body=data, headers=headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    if conn.sock is None:
+                        raise
+                    # The server may have answered early and stopped reading: read it.
+                    resp = conn.getresponse()
+                    resp.will_close = True
+                else:
+                    resp = conn.getresponse()
                 text = resp.read().decode("utf-8", "replace")
             except (
                 http.client.RemoteDisconnected,
@@ -82,38 +92,58 @@ class DRPCClient:
 
     def execute(self, function: str, args: str) -> str:
         """The result of ``function(args)``; DRPCExecutionError (or a subclass) when the
-        request failed, timed out, the function is unknown or the server unreachable."""
+        request failed, timed out, the function is unknown or the server unreachable.
+
+        What each answer of the server becomes (the message names server and function):
+        404 ``unknown-function`` DRPCUnknownFunctionError, 504 ``timeout``
+        DRPCTimeoutError, 503 ``busy`` DRPCBusyError, 503 ``shutdown`` and anything not
+        from a DRPC server DRPCConnectionError, 500 ``failed``, 413 ``too-large``, 400
+        ``bad-request`` DRPCExecutionError."""
         check_text("function", function)
         check_text("args", args)
+        server = f"{self.host}:{self.port}"
         try:
             status, phrase, kind, body = self._post(DRPC_PATH + quote(function), args)
         except TimeoutError as exc:
             raise DRPCTimeoutError(
                 function,
-                f"the DRPC server {self.host}:{self.port} did not answer within "
+                f"the DRPC server {server} did not answer within "
                 f"{self.timeout:g} s (client timeout)",
             ) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise DRPCConnectionError(
-                function, f"cannot reach the DRPC server at {self.host}:{self.port}: {exc}"
+                function, f"cannot reach the DRPC server at {server}: {exc}"
             ) from exc
         if status == 200:
             return body
-        reason = _reason(body, status, phrase)
-        if kind == "timeout":
-            raise DRPCTimeoutError(function, reason)
-        if kind == "unknown-function":
-            raise DRPCUnknownFunctionError(function, reason)
-        if kind is None:
+        reason = f"{_reason(body, status, phrase)} (HTTP {status} from the DRPC server {server})"
+        error = _ERRORS.get(kind or "")
+        if error is None:
             raise DRPCConnectionError(
                 function,
-                f"{self.host}:{self.port} answered {status} {phrase} without "
-                f"{ERROR_HEADER}: is it a tupletree DRPC server? {body[:200]!r}",
+                f"{server} answered {status} {phrase} without a known {ERROR_HEADER} "
+                f"({kind!r}): is it a tupletree DRPC server? {body[:200]!r}",
             )
-        raise DRPCExecutionError(function, reason)
+        if kind == "too-large":
+            reason = f"the argument ({len(args.encode('utf-8'))} bytes) is too large: {reason}"
+        raise error(function, reason)
 
     def __repr__(self) -> str:
         return f"DRPCClient({self.host!r}, {self.port})"
+
+
+# X-DRPC-Error kind -> the error raised ("not-found": no such endpoint there, so not
+# a DRPC server where the client expects one).
+_ERRORS: dict[str, type[DRPCExecutionError]] = {
+    "unknown-function": DRPCUnknownFunctionError,
+    "timeout": DRPCTimeoutError,
+    "busy": DRPCBusyError,
+    "shutdown": DRPCConnectionError,
+    "failed": DRPCExecutionError,
+    "too-large": DRPCExecutionError,
+    "bad-request": DRPCExecutionError,
+    "not-found": DRPCConnectionError,
+}
 
 
 def _reason(body: str, status: int, phrase: str) -> str:

@@ -4,6 +4,7 @@ Each error carries the function name and the reason as attributes (``function``,
 ``reason``), so callers can branch on them without parsing the message, and the
 subclasses also subclass the matching built-in (TimeoutError, LookupError,
 ConnectionError), so ``except TimeoutError`` works as a Python user would expect.
+``DRPCBusyError`` (a bound of the server is reached) is a plain DRPCExecutionError.
 """
 
 from __future__ import annotations
@@ -37,3 +38,9 @@ class DRPCUnknownFunctionError(DRPCExecutionError, LookupError):
 
 class DRPCConnectionError(DRPCExecutionError, ConnectionError):
     """The DRPC server could not be reached, or answered something that is not DRPC."""
+
+
+class DRPCBusyError(DRPCExecutionError):
+    """The DRPC server refused the request because one of its bounds is reached (pending
+    requests, their arguments, bodies being read, distinct functions, connections);
+    nothing of it was kept. Try again later (HTTP 503, ``X-DRPC-Error: busy``)."""

@@ -8,18 +8,39 @@ Clients (``DRPCClient``, ``tupletree drpc``, curl) call functions:
 
 Errors are plain-text bodies with an ``X-DRPC-Error`` header naming the kind:
 404 ``unknown-function`` (no topology serves it), 500 ``failed`` (the topology failed
-the request), 504 ``timeout`` (drpc.request.timeout.secs passed), 400 ``bad-request``,
-413 ``too-large``, 503 ``shutdown``.
+the request), 504 ``timeout`` (drpc.request.timeout.secs passed), 400 ``bad-request``
+(411 when a POST has neither a Content-Length nor a chunked body), 413 ``too-large``,
+503 ``shutdown``, 503 ``busy`` (a bound below is reached; nothing was kept), 404
+``not-found`` (no such endpoint). A request that is not HTTP (a negative Content-Length,
+a broken chunk) gets aiohttp's own 400, without the header, and its connection closed.
 
 Topologies (DRPC spouts, ReturnResults) use the ``/invocations/...`` endpoints that
 ``tupletree.drpc.invocations`` describes, so a topology running on SparkCluster workers
 reaches the server like any other HTTP client.
 
-Design note: stdlib ``ThreadingHTTPServer``, one thread per connection. A waiting
-``POST /drpc`` holds its thread (blocked on an Event, no CPU) until the result comes,
-exactly like Storm's DRPC server holds a Thrift call; long-polling spouts hold one
-thread each. Bind to 127.0.0.1 (the default) unless the topology runs on other hosts:
-the invocations endpoints are not authenticated, as in Storm.
+Design note: an aiohttp application served by ``tupletree.webserver.WebServer`` (one
+event loop on one thread). aiohttp parses HTTP (chunked bodies, Content-Length, keep-
+alive); a waiting ``POST /drpc`` and a long-polling fetch await a future on the loop
+instead of holding a thread each. The request book (``pending.PendingRequests``) decides
+everything (queueing, timeouts, unknown functions, bounds); this module is HTTP around
+it. A caller that hangs up while waiting has its request forgotten. Bind to 127.0.0.1
+(the default) unless the topology runs on other hosts: the invocations endpoints are
+not authenticated, as in Storm.
+
+Bounds (all are ``DRPCServer`` arguments; the book's are in ``pending.py``):
+
+- a request body: at most ``max_body_bytes`` (16 MiB; aiohttp's ``client_max_size``), 413
+  past it, answered before reading when the Content-Length says so (aiohttp then reads
+  and drops the rest for at most 10 s, so that the client can read the answer);
+- bodies being read at once: at most ``max_body_bytes_in_flight`` (64 MiB) in total, a
+  chunked body counting as ``max_body_bytes``; 503 busy past it;
+- connections: at most ``max_connections`` (512); past it a new connection gets 503 busy
+  and is closed (``WebServer``); a connection idle for ``IDLE_TIMEOUT_SECS`` is closed;
+- requests held, their arguments, functions fetched: ``max_pending`` (10,000),
+  ``max_pending_chars`` (64 Mi characters), ``max_functions`` (1,024); 503 busy past them;
+- a fetch: at most ``MAX_FETCH_ITEMS`` requests, waiting at most ``MAX_FETCH_WAIT_SECS``;
+- aiohttp's reports on malformed requests (logger ``tupletree.drpc.http``): at most
+  ``LOG_BURST`` per ``LOG_WINDOW_SECS``; no access log.
 
 Run a standalone server with ``python -m tupletree.drpc --port 3774``.
 """
@@ -27,16 +48,19 @@ Run a standalone server with ``python -m tupletree.drpc --port 3774``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import threading
 import urllib.parse
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from aiohttp import web
 
 from tupletree.config import DEFAULTS, Config
 from tupletree.drpc.errors import (
+    DRPCBusyError,
     DRPCExecutionError,
     DRPCTimeoutError,
     DRPCUnknownFunctionError,
@@ -50,166 +74,290 @@ from tupletree.drpc.invocations import (
     RESULTS_PATH,
 )
 from tupletree.drpc.pending import (
+    DEFAULT_MAX_FUNCTIONS,
+    DEFAULT_MAX_PENDING,
+    DEFAULT_MAX_PENDING_CHARS,
     DEFAULT_UNKNOWN_FUNCTION_WAIT_SECS,
     PendingRequests,
     timeout_from_conf,
 )
+from tupletree.webserver import WebServer
 
 log = logging.getLogger("tupletree.drpc")
+# aiohttp's own reports on what clients sent (malformed requests: an ERROR with a
+# traceback each), at most LOG_BURST per LOG_WINDOW_SECS.
+http_log = logging.getLogger("tupletree.drpc.http")
+LOG_BURST = 5
+LOG_WINDOW_SECS = 10.0
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+MAX_CONNECTIONS = 512
+IDLE_TIMEOUT_SECS = 60.0
 MAX_FETCH_WAIT_SECS = 30.0
 MAX_FETCH_ITEMS = 1024
 ERROR_HEADER = "X-DRPC-Error"
+TEXT = "text/plain"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: spouts and ReturnResults reuse connections
-    # Headers and body go out in two writes; without TCP_NODELAY, Nagle + delayed ACK
-    # add ~40 ms to every answer on a kept-alive connection (measured: 54 ms -> ~1 ms).
-    disable_nagle_algorithm = True
-    timeout = 300  # close connections idle this long (a waiting call reads nothing)
-    server: _HTTPServer
+class _Refused(Exception):
+    """An HTTP error answer: status, X-DRPC-Error kind, message."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+class _Endpoints:
+    """The HTTP side of one server: parse, call the book, answer."""
+
+    def __init__(self, book: PendingRequests, max_body: int, max_in_flight: int) -> None:
+        self.book = book
+        self.max_body = max_body
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0  # bytes reserved by bodies being read (event loop only)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            if request.method == "GET":
+                return await self._get(request)
+            if request.method == "POST":
+                return await self._post(request)
+            raise _Refused(405, "bad-request", f"method {request.method} not allowed")
+        except _Refused as exc:
+            resp = _error(exc.status, exc.kind, exc.message)
+            if exc.status == 411:
+                # Whatever body follows is unframed: it must not be read as the next
+                # request on this connection. (A 413's unread body is framed: aiohttp
+                # reads and drops it for a while, so the client can read the answer.)
+                resp.force_close()
+            return resp
+        except DRPCBusyError as exc:
+            return _error(503, "busy", str(exc))
 
     # -- dispatch -------------------------------------------------------------------
 
-    def do_GET(self) -> None:
-        path, query = self._split()
+    async def _get(self, request: web.Request) -> web.StreamResponse:
+        path, query = _split(request.raw_path)
         if path.startswith(FETCH_PATH):
-            self._fetch(path[len(FETCH_PATH) :], query)
-        elif path.startswith(DRPC_PATH):
-            rest = path[len(DRPC_PATH) :]
-            function, _, args = rest.partition("/")
-            self._call(urllib.parse.unquote(function), urllib.parse.unquote(args))
-        else:
-            self._not_found(path)
+            return await self._fetch(urllib.parse.unquote(path[len(FETCH_PATH) :]), query)
+        if path.startswith(DRPC_PATH):
+            function, _, args = path[len(DRPC_PATH) :].partition("/")
+            return await self._call(urllib.parse.unquote(function), urllib.parse.unquote(args))
+        raise _not_found(path)
 
-    def do_POST(self) -> None:
-        path, _ = self._split()
-        body = self._body()
-        if body is None:
-            return
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        path, _ = _split(request.raw_path)
+        if not path.startswith((RESULTS_PATH, RESULT_PATH, FAIL_PATH, DRPC_PATH)):
+            raise _not_found(path)
+        body = await self._body(request)
+        book = self.book
         if path == RESULTS_PATH:
-            self._results(body)
-        elif path.startswith(RESULT_PATH):
+            return self._results(body)
+        if path.startswith(RESULT_PATH):
             rid = urllib.parse.unquote(path[len(RESULT_PATH) :])
-            self._json({"delivered": self.server.book.respond(rid, body)})
-        elif path.startswith(FAIL_PATH):
+            return web.json_response({"delivered": book.respond(rid, body)})
+        if path.startswith(FAIL_PATH):
             rid = urllib.parse.unquote(path[len(FAIL_PATH) :])
-            self._json({"delivered": self.server.book.fail(rid, body)})
-        elif path.startswith(DRPC_PATH):
-            function = urllib.parse.unquote(path[len(DRPC_PATH) :])
-            self._call(function, body)
-        else:
-            self._not_found(path)
+            return web.json_response({"delivered": book.fail(rid, body)})
+        if path.startswith(DRPC_PATH):
+            return await self._call(urllib.parse.unquote(path[len(DRPC_PATH) :]), body)
+        raise _not_found(path)
 
     # -- endpoints ------------------------------------------------------------------
 
-    def _call(self, function: str, args: str) -> None:
+    async def _call(self, function: str, args: str) -> web.StreamResponse:
         if not function:
-            self._error(400, "bad-request", "no function name: use POST /drpc/<function>")
-            return
+            raise _Refused(400, "bad-request", "no function name: use POST /drpc/<function>")
+        book = self.book
         try:
-            result = self.server.book.execute(function, args)
+            req = book.submit(function, args)
+            woken = _Wakeup()
+            req.waker = woken.set
+            try:
+                while (delay := book.check(req)) is not None:
+                    await woken.wait(delay)
+            except asyncio.CancelledError:  # the caller hung up
+                book.abandon(req)
+                raise
+            result = req.outcome()
         except DRPCUnknownFunctionError as exc:
-            self._error(404, "unknown-function", str(exc))
+            return _error(404, "unknown-function", str(exc))
         except DRPCTimeoutError as exc:
-            self._error(504, "timeout", str(exc))
+            return _error(504, "timeout", str(exc))
+        except DRPCBusyError as exc:
+            return _error(503, "busy", str(exc))
         except DRPCExecutionError as exc:
-            kind = "shutdown" if self.server.book.closed else "failed"
-            self._error(503 if kind == "shutdown" else 500, kind, str(exc))
-        else:
-            self._send(200, result.encode("utf-8"), "text/plain; charset=utf-8")
+            if book.closed:
+                return _error(503, "shutdown", str(exc))
+            return _error(500, "failed", str(exc))
+        return web.Response(text=result, content_type=TEXT, charset="utf-8")
 
-    def _results(self, body: str) -> None:
+    def _results(self, body: str) -> web.StreamResponse:
         try:
             items = json.loads(body)
             pairs = [(str(item["id"]), str(item["result"])) for item in items]
         except (ValueError, TypeError, KeyError) as exc:
-            self._error(400, "bad-request", f"expected a JSON list of {{id, result}}: {exc}")
-            return
-        book = self.server.book
-        self._json({"delivered": sum(book.respond(rid, result) for rid, result in pairs)})
+            raise _Refused(
+                400, "bad-request", f"expected a JSON list of {{id, result}}: {exc}"
+            ) from None
+        book = self.book
+        return web.json_response(
+            {"delivered": sum(book.respond(rid, result) for rid, result in pairs)}
+        )
 
-    def _fetch(self, function_quoted: str, query: dict[str, list[str]]) -> None:
-        function = urllib.parse.unquote(function_quoted)
+    async def _fetch(self, function: str, query: dict[str, list[str]]) -> web.StreamResponse:
         try:
             max_items = int(query.get("max", ["1"])[0])
             wait = float(query.get("wait", ["0"])[0])
         except ValueError:
-            self._error(400, "bad-request", f"bad fetch parameters {query!r}")
-            return
+            raise _Refused(400, "bad-request", f"bad fetch parameters {query!r}") from None
         max_items = max(0, min(max_items, MAX_FETCH_ITEMS))
-        wait = max(0.0, min(wait, MAX_FETCH_WAIT_SECS))
-        items = self.server.book.fetch(function, max_items, wait)
-        self._json([{"id": rid, "args": args} for rid, args in items])
+        wait = max(0.0, min(wait, MAX_FETCH_WAIT_SECS))  # NaN -> 0
+        book = self.book
+        items = book.fetch(function, max_items, 0.0)
+        if not items and max_items > 0 and wait > 0 and not book.closed:
+            items = await self._long_poll(function, max_items, wait)
+        return web.json_response([{"id": rid, "args": args} for rid, args in items])
+
+    async def _long_poll(self, function: str, max_items: int, wait: float) -> list[Any]:
+        book = self.book
+        loop = asyncio.get_running_loop()
+        end = loop.time() + wait
+        woken = _Wakeup()
+        book.watch(function, woken.set)
+        try:
+            while (remaining := end - loop.time()) > 0 and not book.closed:
+                await woken.wait(remaining)
+                items = book.fetch(function, max_items, 0.0)
+                if items:
+                    return items
+            return []
+        finally:
+            book.unwatch(function, woken.set)
 
     # -- helpers --------------------------------------------------------------------
 
-    def _split(self) -> tuple[str, dict[str, list[str]]]:
-        parts = urllib.parse.urlsplit(self.path)
-        return parts.path, urllib.parse.parse_qs(parts.query)
-
-    def _body(self) -> str | None:
+    async def _body(self, request: web.Request) -> str:
+        length = request.content_length
+        if length is None and "chunked" not in request.headers.get("Transfer-Encoding", ""):
+            raise _Refused(
+                411,
+                "bad-request",
+                "a POST needs a Content-Length header (or a chunked body): send the "
+                "argument as the request body, e.g. curl -d ARGS URL",
+            )
+        if length is not None and length > self.max_body:
+            raise _Refused(
+                413, "too-large", f"body of {length} bytes exceeds {self.max_body} bytes"
+            )
+        reserve = self.max_body if length is None else length
+        if self.in_flight + reserve > self.max_in_flight:
+            raise _Refused(
+                503,
+                "busy",
+                f"bodies being read take {self.in_flight} bytes; this one ({reserve}) would "
+                f"exceed {self.max_in_flight}; try again later",
+            )
+        self.in_flight += reserve
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self._error(400, "bad-request", "bad Content-Length")
-            return None
-        if length > MAX_BODY_BYTES:
-            self._error(413, "too-large", f"body of {length} bytes exceeds {MAX_BODY_BYTES}")
-            self.close_connection = True
-            return None
-        raw = self.rfile.read(length) if length else b""
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise _Refused(
+                413, "too-large", f"chunked body exceeds {self.max_body} bytes"
+            ) from None
+        finally:
+            self.in_flight -= reserve
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self._error(400, "bad-request", f"the body must be UTF-8 text: {exc}")
-            return None
-
-    def _not_found(self, path: str) -> None:
-        self._error(
-            404,
-            "not-found",
-            f"no such endpoint {path!r}; call a function with POST /drpc/<function>",
-        )
-
-    def _error(self, status: int, kind: str, message: str) -> None:
-        self._send(status, (message + "\n").encode("utf-8"), "text/plain; charset=utf-8", kind)
-
-    def _json(self, value: Any) -> None:
-        self._send(200, json.dumps(value).encode("utf-8"), "application/json")
-
-    def _send(self, status: int, body: bytes, content_type: str, error: str | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        if error is not None:
-            self.send_header(ERROR_HEADER, error)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("drpc %s - %s", self.address_string(), format % args)
+            raise _Refused(400, "bad-request", f"the body must be UTF-8 text: {exc}") from None
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # many clients connecting at once (the default is 5)
-    book: PendingRequests
+class _Throttle(logging.Filter):
+    """Let at most ``burst`` records through per ``window`` seconds; the first one let
+    through after a quiet spell says how many were dropped."""
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hung up while waiting is not the server's problem: no traceback
-        # on stderr (socketserver's default), a debug line instead.
-        log.debug("drpc: connection from %s ended with an error", client_address, exc_info=True)
+    def __init__(self, burst: int, window: float) -> None:
+        super().__init__()
+        self.burst, self.window = burst, window
+        self._start = -window
+        self._count = 0
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = record.created
+        if now - self._start >= self.window:
+            self._start, self._count = now, 0
+        self._count += 1
+        if self._count > self.burst:
+            self.dropped += 1
+            return False
+        if self.dropped:
+            record.msg = f"{record.msg} ({self.dropped} similar reports dropped before this)"
+            self.dropped = 0
+        return True
+
+
+if not any(isinstance(f, _Throttle) for f in http_log.filters):
+    http_log.addFilter(_Throttle(LOG_BURST, LOG_WINDOW_SECS))
+
+
+class _Wakeup:
+    """An asyncio wake-up that any thread may set (the book settles requests and queues
+    them from callers' threads, spouts' threads and the loop itself)."""
+
+    __slots__ = ("_event", "_loop", "_thread")
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        if threading.get_ident() == self._thread:
+            self._event.set()
+        else:
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self, timeout: float) -> None:
+        """Until set or ``timeout`` s passed; clears it for the next wait."""
+        if not self._event.is_set():
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
+            except TimeoutError:
+                pass
+        self._event.clear()
+
+
+def _split(raw_path: str) -> tuple[str, dict[str, list[str]]]:
+    parts = urllib.parse.urlsplit(raw_path)
+    return parts.path, urllib.parse.parse_qs(parts.query)
+
+
+def _not_found(path: str) -> _Refused:
+    return _Refused(
+        404, "not-found", f"no such endpoint {path!r}; call a function with POST /drpc/<function>"
+    )
+
+
+def _error(status: int, kind: str, message: str) -> web.Response:
+    return web.Response(
+        status=status,
+        text=message + "\n",
+        content_type=TEXT,
+        charset="utf-8",
+        headers={ERROR_HEADER: kind},
+    )
 
 
 class DRPCServer:
     """An HTTP DRPC server: ``start()`` serves on a background thread, ``stop()`` ends.
 
-    ``port=0`` picks a free port (read it back from ``.port``). ``conf`` may set
-    ``drpc.request.timeout.secs`` (default 600).
+    ``port=0`` picks a free one (``.port`` says which once started). ``conf`` may set
+    ``drpc.request.timeout.secs`` (default 600). The keyword arguments are the bounds
+    of the module docstring.
     """
 
     def __init__(
@@ -219,40 +367,70 @@ class DRPCServer:
         conf: Mapping[str, Any] | None = None,
         *,
         unknown_function_wait_secs: float = DEFAULT_UNKNOWN_FUNCTION_WAIT_SECS,
+        max_connections: int = MAX_CONNECTIONS,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_body_bytes_in_flight: int = MAX_BODY_BYTES_IN_FLIGHT,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        max_pending_chars: int = DEFAULT_MAX_PENDING_CHARS,
+        max_functions: int = DEFAULT_MAX_FUNCTIONS,
     ) -> None:
+        if not 1 <= max_body_bytes <= max_body_bytes_in_flight:
+            raise ValueError(
+                f"DRPCServer needs 1 <= max_body_bytes ({max_body_bytes}) <= "
+                f"max_body_bytes_in_flight ({max_body_bytes_in_flight})"
+            )
         self.book = PendingRequests(
             timeout_secs=timeout_from_conf(conf),
             unknown_function_wait_secs=unknown_function_wait_secs,
+            max_pending=max_pending,
+            max_pending_chars=max_pending_chars,
+            max_functions=max_functions,
         )
-        self._httpd = _HTTPServer((host, port), _Handler)
-        self._httpd.book = self.book
+        self._endpoints = _Endpoints(self.book, max_body_bytes, max_body_bytes_in_flight)
+        app = web.Application(
+            client_max_size=max_body_bytes,
+            handler_args={
+                "keepalive_timeout": IDLE_TIMEOUT_SECS,
+                # A caller that hangs up stops waiting: its request is forgotten.
+                "handler_cancellation": True,
+                "access_log": None,
+                "logger": http_log,
+            },
+        )
+        app.router.add_route("*", "/{path:.*}", self._endpoints.handle)
+        self._web = WebServer(
+            app,
+            host,
+            port,
+            name="tupletree DRPC server",
+            max_connections=max_connections,
+            busy_headers={ERROR_HEADER: "busy"},
+        )
         self.host = host
-        self.port: int = self._httpd.server_address[1]
-        self._thread: threading.Thread | None = None
+        self._started = False
+        self._stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return self._web.port
 
     def start(self) -> DRPCServer:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name=f"tupletree-drpc-{self.port}",
-                daemon=True,
-            )
-            self._thread.start()
+        """Listen (on a thread of its own); returns once the port is open."""
+        if not self._started:
+            self._started = True
+            self._web.start()
         return self
 
     def serve_forever(self) -> None:
-        """Serve on this thread until interrupted (the standalone server)."""
-        self._httpd.serve_forever(poll_interval=0.1)
+        """Serve until ``stop()`` or Ctrl-C (the standalone server)."""
+        self.start()
+        self._stopped.wait()
 
     def stop(self) -> None:
         """Fail waiting requests (503 to their clients), stop serving, free the port."""
         self.book.close("the DRPC server shut down")
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._httpd.server_close()
+        self._web.stop()
+        self._stopped.set()
 
     def execute(self, function: str, args: str) -> str:
         """Call a function from this process without HTTP (same semantics)."""
@@ -262,9 +440,17 @@ class DRPCServer:
         """How many requests the server holds state for."""
         return self.book.pending()
 
+    def connections(self) -> int:
+        """HTTP connections open now."""
+        return self._web.connections()
+
+    def body_bytes_in_flight(self) -> int:
+        """Bytes reserved by request bodies being read now."""
+        return self._endpoints.in_flight
+
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self._web.url
 
     def __enter__(self) -> DRPCServer:
         return self.start()
@@ -277,7 +463,8 @@ class DRPCServer:
 
 
 def serve_main(argv: list[str] | None = None) -> int:
-    """``python -m tupletree.drpc [--host H] [--port P] [--timeout SECS]``."""
+    """``python -m tupletree.drpc [--host H] [--port P] [--timeout SECS]
+    [--max-connections N]``."""
     parser = argparse.ArgumentParser(
         prog="tupletree-drpc-server", description="Run a tupletree DRPC server over HTTP."
     )
@@ -289,10 +476,19 @@ def serve_main(argv: list[str] | None = None) -> int:
         default=float(DEFAULTS[Config.DRPC_REQUEST_TIMEOUT_SECS]),
         help=f"{Config.DRPC_REQUEST_TIMEOUT_SECS} (default %(default)g)",
     )
+    parser.add_argument(
+        "--max-connections", type=int, default=MAX_CONNECTIONS, help="default %(default)s"
+    )
     args = parser.parse_args(argv)
-    server = DRPCServer(args.host, args.port, {Config.DRPC_REQUEST_TIMEOUT_SECS: args.timeout})
-    print(f"tupletree DRPC server on {server.url}", flush=True)
+    server = DRPCServer(
+        args.host,
+        args.port,
+        {Config.DRPC_REQUEST_TIMEOUT_SECS: args.timeout},
+        max_connections=args.max_connections,
+    )
     try:
+        server.start()
+        print(f"tupletree DRPC server on {server.url}", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
