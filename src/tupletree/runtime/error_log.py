@@ -41,7 +41,7 @@ def safe_str(value: object, limit: int = MAX_MESSAGE_CHARS) -> str:
     """``str(value)``, cut to ``limit`` characters; a placeholder if ``str`` raises."""
     try:
         text = str(value)
-    except BaseException as exc:  # noqa: BLE001 - user code: anything can come out
+    except BaseException as exc:  # user code: anything can come out
         return f"<str() of {type(value).__name__} raised {type(exc).__name__}>"
     return _cut(text, limit)
 
@@ -50,7 +50,7 @@ def safe_repr(value: object, limit: int = 200) -> str:
     """``repr(value)`` for error messages, cut to ``limit``; a placeholder if it raises."""
     try:
         text = repr(value)
-    except BaseException as exc:  # noqa: BLE001 - user code: anything can come out
+    except BaseException as exc:  # user code: anything can come out
         return f"<{type(value).__name__}, repr() raised {type(exc).__name__}>"
     return _cut(text, limit)
 
@@ -74,7 +74,7 @@ def bounded(text: str) -> str:
 def _traceback(exc: BaseException, budget: int) -> str:
     try:
         lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    except BaseException as err:  # noqa: BLE001 - a traceback that cannot be formatted
+    except BaseException as err:  # a traceback that cannot be formatted
         return f"(traceback unavailable: {type(err).__name__})\n"
     text = "".join(_cut(line, MAX_MESSAGE_CHARS) for line in lines)
     if len(text) <= budget:

@@ -406,10 +406,8 @@ class Worker:
     def report_error(self, text: str) -> None:
         """Record an error that belongs to the worker rather than to one of its tasks
         (a frame from a peer that could not be read): it reaches the driver with the
-        tasks' errors."""
-        self.errors.append(text)
-        self.error_count += 1
-        log.warning("topology %s: %s", self.name, text.rstrip())
+        tasks' errors. Kept and logged with the same bounds as theirs."""
+        self._keep(bounded(text), ("worker",))
 
     # -- observation --------------------------------------------------------------
 
