@@ -153,6 +153,12 @@ def _resolve(
     return route, values
 
 
+def _copy(targets: list[int]) -> list[int]:
+    """The caller's own copy of the targets: emit's return value (Storm returns a new
+    list). One target is by far the commonest; building ``[t]`` skips the slice's calls."""
+    return [targets[0]] if len(targets) == 1 else targets[:]
+
+
 class _Base:
     __slots__ = (
         "_acker_tasks",
@@ -236,9 +242,9 @@ class SpoutOutputCollector(_Base):
         route = self._routes.get(stream)
         if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
-        targets = route.choose(values)
+        targets: list[int] = route.choose(values)
         self._send(route, values, targets, msg_id)
-        return list(targets)
+        return _copy(targets)
 
     def emit_direct(
         self, task: int, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM
@@ -306,14 +312,14 @@ class OutputCollector(_Base):
         route = self._routes.get(stream)
         if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
-        targets = route.choose(values)
+        targets: list[int] = route.choose(values)
         if type(anchors) is Tuple:
             if anchors._src.owner is not self._owner:
                 self._check_owner(anchors, "anchored an emit to")
             self._send_anchored(route, values, targets, anchors)
         else:
             self._send(route, values, targets, anchors)
-        return list(targets)
+        return _copy(targets)
 
     def emit_direct(
         self, task: int, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM
@@ -475,11 +481,11 @@ class BasicOutputCollector:
         route = self._routes.get(stream)
         if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = out._checked(stream, values)
-        targets = route.choose(values)
+        targets: list[int] = route.choose(values)
         anchor = self.input
         assert anchor is not None
         out._send_anchored(route, values, targets, anchor)
-        return list(targets)
+        return _copy(targets)
 
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         return self._out.emit_direct(task, values, self.input, stream)

@@ -89,13 +89,10 @@ def _name_hash(obj: Any) -> int:
 
 
 def _other_hash(value: Any, depth: int) -> int:
-    # Subclasses of the plain types equal their plain value (IntEnum(1) == 1).
-    if isinstance(value, int):
-        return stable_hash(int.__index__(value))
+    # Subclasses of the plain types equal their plain value (StrEnum("a") == "a"); int
+    # and float subclasses (IntEnum) are numbers, below.
     if isinstance(value, str):
         return stable_hash(str.__str__(value))
-    if isinstance(value, float):
-        return stable_hash(float.__float__(value))
     if isinstance(value, bytes):
         return stable_hash(bytes(value))
     if isinstance(value, (tuple, list)):
