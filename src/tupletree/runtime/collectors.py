@@ -153,12 +153,6 @@ def _resolve(
     return route, values
 
 
-def _copy(targets: list[int]) -> list[int]:
-    """The caller's own copy of the targets: emit's return value (Storm returns a new
-    list). One target is by far the commonest; building ``[t]`` skips the slice's calls."""
-    return [targets[0]] if len(targets) == 1 else targets[:]
-
-
 class _Base:
     __slots__ = (
         "_acker_tasks",
@@ -244,7 +238,7 @@ class SpoutOutputCollector(_Base):
             route, values = self._checked(stream, values)
         targets: list[int] = route.choose(values)
         self._send(route, values, targets, msg_id)
-        return _copy(targets)
+        return targets[:]
 
     def emit_direct(
         self, task: int, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM
@@ -319,7 +313,7 @@ class OutputCollector(_Base):
             self._send_anchored(route, values, targets, anchors)
         else:
             self._send(route, values, targets, anchors)
-        return _copy(targets)
+        return targets[:]
 
     def emit_direct(
         self, task: int, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM
@@ -485,7 +479,7 @@ class BasicOutputCollector:
         anchor = self.input
         assert anchor is not None
         out._send_anchored(route, values, targets, anchor)
-        return _copy(targets)
+        return targets[:]
 
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         return self._out.emit_direct(task, values, self.input, stream)
