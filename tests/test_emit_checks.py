@@ -61,6 +61,14 @@ def upper_tuple(t: Any) -> Any:
     return (t[0].upper(),)
 
 
+def as_dict(t: Any) -> Any:
+    return {"word": t[0]}
+
+
+def as_set(t: Any) -> Any:
+    return {t[0]}
+
+
 def bare_if_bad(t: Any) -> Any:
     return t[0] if t[0] == "bad" else [t[0]]
 
@@ -96,13 +104,29 @@ def run(sim_cluster, bolt: Emits) -> tuple[AckFailTracker, list[str], list[Any]]
     [
         (Emits(first), "values must be a list, got str 'hello'"),
         (Emits(forty_two), "values must be a list, got int 42"),
+        (
+            Emits(as_dict),
+            "values must be a list in the order of the declared fields ['word'], "
+            "got a dict ({'word': 'hello'}); for a dict d, emit [d[f] for f in ['word']]",
+        ),
+        (Emits(as_set), "got a set ({'hello'})"),
         (Emits(two), "emitted 2 value(s) on stream 'default'"),
         (Emits(one, stream="nope"), "emitted on undeclared stream 'nope'"),
         (Emits(one, stream="targeted"), "stream 'targeted' is direct"),
         (Emits(one, direct_to=1), "which is not declared direct"),
         (Emits(one, stream="targeted", direct_to=999), "emit_direct to task 999"),
     ],
-    ids=["str", "int", "arity", "undeclared", "direct-by-emit", "not-direct", "bad-task"],
+    ids=[
+        "str",
+        "int",
+        "dict",
+        "set",
+        "arity",
+        "undeclared",
+        "direct-by-emit",
+        "not-direct",
+        "bad-task",
+    ],
 )
 def test_bad_emit_names_component_and_fails_the_input(sim_cluster, bolt, expected):
     tracker, errors, seen = run(sim_cluster, bolt)

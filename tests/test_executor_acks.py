@@ -20,7 +20,7 @@ from tupletree import BasicBolt
 from tupletree.errors import FailedException
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import ACK, FAIL
-from tupletree.runtime.collectors import BasicOutputCollector, OutputCollector
+from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.executors import BoltExecutor
 from tupletree.runtime.routing import ShuffleRouter, StreamRoute
 from tupletree.topology.components import StreamSpec
@@ -53,17 +53,17 @@ def make_executor(seed: int) -> tuple[BoltExecutor, dict[int, deque]]:
     route = StreamRoute(
         src, StreamSpec(src.fields, False), [ShuffleRouter([SINK], random.Random(0))], frozenset()
     )
-    ex.collector = OutputCollector(
-        "plan",
-        BOLT,
-        {"default": route},
-        inboxes,
-        [ACKER],
-        IdGenerator(seed),
-        ex.metrics,
-        lambda exc: None,
+    ex.connect(
+        TaskWiring(
+            "plan",
+            BOLT,
+            {"default": route},
+            inboxes,
+            acker_tasks=[ACKER],
+            ids=IdGenerator(seed),
+            metrics=ex.metrics,
+        )
     )
-    ex.basic_collector = BasicOutputCollector(ex.collector)
     return ex, inboxes
 
 

@@ -10,26 +10,23 @@ from hypothesis import strategies as st
 
 from tupletree import Bolt, Config, TopologyBuilder
 from tupletree.reliability.ids import IdGenerator
-from tupletree.runtime.collectors import SpoutOutputCollector
-from tupletree.runtime.metrics import TaskMetrics
+from tupletree.runtime.collectors import SpoutOutputCollector, TaskWiring
 from tupletree.testing import AckFailTracker, FeederSpout
 
 from .registry import Box
 
 
 def steering_collector(n_ackers: int, local: list[int]) -> SpoutOutputCollector:
-    return SpoutOutputCollector(
-        None,
+    wiring = TaskWiring(
         "spout",
         1,
         {},
         {},
-        list(range(100, 100 + n_ackers)),
-        IdGenerator(1),
-        TaskMetrics(),
-        lambda exc: None,
+        acker_tasks=list(range(100, 100 + n_ackers)),
+        ids=IdGenerator(1),
         local_ackers=local,
     )
+    return SpoutOutputCollector(wiring, None)
 
 
 @given(

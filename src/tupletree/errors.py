@@ -67,3 +67,14 @@ class TopologyNotFoundError(KeyError):
 
     def __str__(self) -> str:
         return f"no topology named {self.name!r} is running"
+
+
+class WorkerDiedError(RuntimeError):
+    """A topology's worker stopped running on its own: a bug in tupletree itself (a
+    user's exception is reported in ``errors`` and never ends a worker). ``name`` is
+    the topology; ``cause`` says what ended the worker."""
+
+    def __init__(self, name: str, cause: str) -> None:
+        super().__init__(f"the worker of topology {name!r} died: {cause}")
+        self.name = name
+        self.cause = cause

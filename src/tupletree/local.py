@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tupletree.cluster import ClusterBase
-from tupletree.errors import TopologyNotFoundError
+from tupletree.errors import TopologyNotFoundError, WorkerDiedError
 from tupletree.runtime.clock import RealClock, SimulatedClock
+from tupletree.runtime.error_log import describe
 from tupletree.runtime.metrics import aggregate
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
@@ -67,6 +68,7 @@ class _Runner:
         except BaseException as exc:  # a bug in tupletree itself: keep it visible
             self.failure = exc
             log.exception("worker %s died", worker.name)
+            worker.report_error(f"the worker thread died (a bug in tupletree): {describe(exc)}")
             with self.cond:
                 self.idle_rounds += 1
                 self.cond.notify_all()
@@ -79,12 +81,16 @@ class _Runner:
         self.wake.set()
 
     def wait_idle(self, timeout: float | None) -> bool:
+        """True once idle; False on timeout; WorkerDiedError if the thread died."""
         with self.cond:
             target = self.idle_rounds + 2
             self.wake.set()
-            return self.cond.wait_for(
+            idle = self.cond.wait_for(
                 lambda: self.idle_rounds >= target or not self.thread.is_alive(), timeout
             )
+        if self.failure is not None:
+            raise WorkerDiedError(self.worker.name, describe(self.failure))
+        return idle
 
     def stop(self) -> None:
         self.stopping = True
@@ -130,12 +136,19 @@ class LocalCluster(ClusterBase):
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
-        if self.simulate_time:
+        runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
+        if runner is not None:
+            worker.wake = runner.wake.set
+        try:
             worker.start(active=not inactive)
+        except BaseException:
+            # Not started: the name stays free for a corrected topology.
+            with self._lock:
+                del self._workers[name]
+            worker.shutdown()
+            raise
+        if runner is None:
             return
-        runner = _Runner(worker, self.clock)  # type: ignore[arg-type]
-        worker.wake = runner.wake.set
-        worker.start(active=not inactive)
         self._runners[name] = runner
         runner.thread.start()
 
@@ -205,7 +218,8 @@ class LocalCluster(ClusterBase):
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once nothing is queued or executing and the spouts emitted nothing in
-        their last round. False if ``timeout`` passed first (real time only)."""
+        their last round. False if ``timeout`` passed first (real time only);
+        WorkerDiedError if a topology's worker thread died (never a silent True)."""
         if self.simulate_time:
             return all(
                 worker.run_until_idle(SIMULATED_MAX_ROUNDS)

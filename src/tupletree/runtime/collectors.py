@@ -16,23 +16,87 @@ Design notes:
 - A settled tuple (acked or failed) has ``_ack_val = SETTLED`` (-1): acking it again is
   ignored (a double ack would corrupt the tree's XOR), and anchoring to it is an error,
   because the child would be missing from the tree that the ack already closed.
+- ``emit`` returns a list of its own (the routers' lists are shared between emits; a
+  caller that extended the returned list would change where later tuples go).
+- A tuple belongs to the topology instance whose task emitted it (``TupleSource.owner``).
+  Acking, failing or anchoring to another topology's tuple raises: its ack would go to
+  this topology's ackers, which do not know the tree, and the other topology's tree
+  would time out with no error anywhere.
+- A collector is built from one ``TaskWiring``: what the task is connected to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from tupletree.errors import EmitError
 from tupletree.reliability.anchoring import anchor_child
 from tupletree.reliability.ids import Id, IdGenerator
 from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
+from tupletree.runtime.error_log import safe_repr
 from tupletree.runtime.metrics import TaskMetrics
 from tupletree.runtime.routing import StreamRoute
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple, in_trees
 
 SETTLED: Final = -1
+
+
+def _no_report(exc: BaseException) -> None:
+    pass
+
+
+class TaskWiring:
+    """What one task's collector is connected to, built once per task by its worker.
+
+    ``routes``: stream -> StreamRoute of this task's component; ``inboxes``: every task
+    id of the topology -> something with ``append`` (a local deque or a transport
+    buffer); ``acker_tasks``: the acker task ids, a tree's acker being
+    ``acker_tasks[root % len(acker_tasks)]``; ``local_ackers``: indexes into
+    ``acker_tasks`` of the ackers on this worker (a spout steers its roots to them);
+    ``owner``: the topology instance this task belongs to (see ``TupleSource.owner``);
+    ``report``: where ``collector.report_error`` goes.
+    """
+
+    __slots__ = (
+        "acker_tasks",
+        "component",
+        "ids",
+        "inboxes",
+        "local_ackers",
+        "metrics",
+        "owner",
+        "report",
+        "routes",
+        "task",
+    )
+
+    def __init__(
+        self,
+        component: str,
+        task: int,
+        routes: dict[str, StreamRoute],
+        inboxes: dict[int, Any],
+        *,
+        acker_tasks: list[int] | None = None,
+        ids: IdGenerator | None = None,
+        metrics: TaskMetrics | None = None,
+        report: Callable[[BaseException], None] | None = None,
+        local_ackers: list[int] | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.component = component
+        self.task = task
+        self.routes = routes
+        self.inboxes = inboxes
+        self.acker_tasks: list[int] = acker_tasks if acker_tasks is not None else []
+        self.ids: IdGenerator = ids if ids is not None else IdGenerator()
+        self.metrics: TaskMetrics = metrics if metrics is not None else TaskMetrics()
+        self.report: Callable[[BaseException], None] = report if report is not None else _no_report
+        self.local_ackers: list[int] = local_ackers if local_ackers is not None else []
+        self.owner = owner
 
 
 def _resolve(
@@ -60,10 +124,21 @@ def _resolve(
             component=component,
             stream=stream,
         )
+    if isinstance(values, (Mapping, AbstractSet)):
+        # A dict would send its keys, a set its members in an arbitrary order: never
+        # what was meant. Storm's emit takes a list of values in the declared order.
+        raise EmitError(
+            f"component {component!r} stream {stream!r}: values must be a list in the "
+            f"order of the declared fields {route.src.fields.to_list()}, got a "
+            f"{type(values).__name__} ({safe_repr(values)}); for a dict d, emit "
+            f"[d[f] for f in {route.src.fields.to_list()}]",
+            component=component,
+            stream=stream,
+        )
     if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
         raise EmitError(
             f"component {component!r} stream {stream!r}: values must be a list, got "
-            f"{type(values).__name__} {values!r} (did you mean [{values!r}]?)",
+            f"{type(values).__name__} {safe_repr(values)} (did you mean [{safe_repr(values)}]?)",
             component=component,
             stream=stream,
         )
@@ -88,24 +163,17 @@ class _Base:
         "_metrics",
         "_n_ackers",
         "_next_id",
+        "_owner",
         "_report",
         "_routes",
         "_task",
     )
 
-    def __init__(
-        self,
-        component: str,
-        task: int,
-        routes: dict[str, StreamRoute],
-        inboxes: dict[int, Any],
-        acker_tasks: list[int],
-        ids: IdGenerator,
-        metrics: TaskMetrics,
-        report: Callable[[BaseException], None],
-    ) -> None:
-        self._component = component
-        self._task = task
+    def __init__(self, wiring: TaskWiring) -> None:
+        routes = wiring.routes
+        self._component = wiring.component
+        self._task = wiring.task
+        self._owner = wiring.owner
         self._all_routes = routes
         # ``emit`` looks up only non-direct streams; a direct one falls to _resolve.
         self._routes = {s: r for s, r in routes.items() if not r.direct}
@@ -113,14 +181,16 @@ class _Base:
         # delivery (95,440 -> 93,639 instructions per sentence, bench/instructions.sh).
         # A worker's inboxes never change once it is built.
         self._deliver: dict[int, Callable[[Any], None]] = {
-            t: box.append for t, box in inboxes.items()
+            t: box.append for t, box in wiring.inboxes.items()
         }
+        acker_tasks = wiring.acker_tasks
         self._acker_tasks = acker_tasks
         self._n_ackers = len(acker_tasks)
+        ids = wiring.ids
         self._id_pop = ids.pop
         self._next_id = ids.next_id
-        self._metrics = metrics
-        self._report = report
+        self._metrics = wiring.metrics
+        self._report = wiring.report
 
     def report_error(self, exc: BaseException) -> None:
         """Report an error to the cluster (visible in ``cluster.errors(name)``)."""
@@ -153,23 +223,11 @@ class SpoutOutputCollector(_Base):
 
     __slots__ = ("_executor", "_local_ackers", "_next_local")
 
-    def __init__(
-        self,
-        executor: Any,
-        component: str,
-        task: int,
-        routes: dict[str, StreamRoute],
-        inboxes: dict[int, Any],
-        acker_tasks: list[int],
-        ids: IdGenerator,
-        metrics: TaskMetrics,
-        report: Callable[[BaseException], None],
-        local_ackers: list[int] | None = None,
-    ) -> None:
-        super().__init__(component, task, routes, inboxes, acker_tasks, ids, metrics, report)
+    def __init__(self, wiring: TaskWiring, executor: Any) -> None:
+        super().__init__(wiring)
         self._executor = executor
         n = self._n_ackers
-        local = sorted(local_ackers or [])
+        local = sorted(wiring.local_ackers)
         # Only worth steering when there is a choice to make.
         self._local_ackers = local if n and 0 < len(local) < n else None
         self._next_local = 0
@@ -178,17 +236,16 @@ class SpoutOutputCollector(_Base):
         route = self._routes.get(stream)
         if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
-        targets = route.choose(values)
+        targets: list[int] = route.choose(values)
         self._send(route, values, targets, msg_id)
-        return targets
+        return targets[:]
 
     def emit_direct(
         self, task: int, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM
     ) -> list[int]:
         route, values = self._direct_route(task, values, stream)
-        targets = [task]
-        self._send(route, values, targets, msg_id)
-        return targets
+        self._send(route, values, [task], msg_id)
+        return [task]
 
     def _send(self, route: StreamRoute, values: list[Any], targets: list[int], msg_id: Any) -> None:
         deliver = self._deliver
@@ -241,46 +298,40 @@ class OutputCollector(_Base):
 
     __slots__ = ("acks",)
 
-    def __init__(
-        self,
-        component: str,
-        task: int,
-        routes: dict[str, StreamRoute],
-        inboxes: dict[int, Any],
-        acker_tasks: list[int],
-        ids: IdGenerator,
-        metrics: TaskMetrics,
-        report: Callable[[BaseException], None],
-    ) -> None:
-        super().__init__(component, task, routes, inboxes, acker_tasks, ids, metrics, report)
+    def __init__(self, wiring: TaskWiring) -> None:
+        super().__init__(wiring)
         self.acks: dict[Id, Id] = {}
 
     def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         route = self._routes.get(stream)
         if route is None or type(values) is not list or len(values) != route.nfields:
             route, values = self._checked(stream, values)
-        targets = route.choose(values)
+        targets: list[int] = route.choose(values)
         if type(anchors) is Tuple:
+            if anchors._src.owner is not self._owner:
+                self._check_owner(anchors, "anchored an emit to")
             self._send_anchored(route, values, targets, anchors)
         else:
             self._send(route, values, targets, anchors)
-        return targets
+        return targets[:]
 
     def emit_direct(
         self, task: int, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM
     ) -> list[int]:
         route, values = self._direct_route(task, values, stream)
-        targets = [task]
         if type(anchors) is Tuple:
-            self._send_anchored(route, values, targets, anchors)
+            if anchors._src.owner is not self._owner:
+                self._check_owner(anchors, "anchored an emit to")
+            self._send_anchored(route, values, [task], anchors)
         else:
-            self._send(route, values, targets, anchors)
-        return targets
+            self._send(route, values, [task], anchors)
+        return [task]
 
     def _send_anchored(
         self, route: StreamRoute, values: list[Any], targets: list[int], anchor: Tuple
     ) -> None:
-        """One anchor, the common case: anchor_child inlined."""
+        """One anchor, the common case: anchor_child inlined. The one implementation of
+        an anchored emit: BasicOutputCollector.emit calls it too."""
         metrics = self._metrics
         metrics.emitted += 1
         metrics.transferred += len(targets)
@@ -334,6 +385,8 @@ class OutputCollector(_Base):
                 )
             if a._ack_val < 0:
                 self._settled_anchor(a)
+            if a._src.owner is not self._owner:
+                self._check_owner(a, "anchored an emit to")
         for t in targets:
             deliver[t](in_trees(values, src, anchor_child(anchors, self._next_id)))
 
@@ -345,10 +398,26 @@ class OutputCollector(_Base):
             stream=anchor.source_stream,
         )
 
+    def _check_owner(self, tup: Tuple, what: str) -> None:
+        """Raise unless ``tup`` belongs to this topology (or to none: ticks, a tuple a
+        test made by hand, one rebuilt from another worker's frame)."""
+        owner = tup._src.owner
+        if owner is None or owner == self._owner:
+            return
+        raise ValueError(
+            f"component {self._component!r} {what} a tuple of another topology "
+            f"({owner}, stream {tup._src.stream!r} of {tup._src.component!r}); this task "
+            f"belongs to {self._owner}. Its acker would never hear of it and its tree "
+            "would time out: keep tuples in the topology that delivered them (state "
+            "shared between topologies, such as a class attribute, is the usual cause)"
+        )
+
     def ack(self, tup: Tuple) -> None:
         ack_val = tup._ack_val
         if ack_val < 0:
             return
+        if tup._src.owner is not self._owner:
+            self._check_owner(tup, "acked")
         tup._ack_val = SETTLED
         self._metrics.acked += 1
         acks = self.acks
@@ -362,6 +431,8 @@ class OutputCollector(_Base):
     def fail(self, tup: Tuple) -> None:
         if tup._ack_val < 0:
             return
+        if tup._src.owner is not self._owner:
+            self._check_owner(tup, "failed")
         tup._ack_val = SETTLED
         self._metrics.failed += 1
         deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
@@ -371,6 +442,8 @@ class OutputCollector(_Base):
     def reset_timeout(self, tup: Tuple) -> None:
         """Keep ``tup``'s trees alive: restart their timeout at the acker and the spout."""
         if tup._ack_val >= 0:
+            if tup._src.owner is not self._owner:
+                self._check_owner(tup, "reset the timeout of")
             deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
             for root in tup._tree_edges():
                 deliver[ackers[root % n]]((RESET, root, 0, 0))
@@ -387,60 +460,26 @@ class OutputCollector(_Base):
 
 
 class BasicOutputCollector:
-    """What a BasicBolt's ``execute`` gets: every emit is anchored to the current input.
+    """What a BasicBolt's ``execute`` gets: every emit is anchored to the current input
+    (``input``, set by the executor before each ``execute``)."""
 
-    ``emit`` repeats OutputCollector._send_anchored instead of calling it: this is the
-    most frequent call in a typical topology, and the extra call costs 4% of the word
-    count's instructions per sentence (195,574 vs 203,740, callgrind). Change both.
-    """
-
-    __slots__ = ("_deliver", "_id_pop", "_metrics", "_next_id", "_out", "_routes", "input")
+    __slots__ = ("_out", "_routes", "input")
 
     def __init__(self, out: OutputCollector) -> None:
         self._out = out
         self._routes = out._routes
-        self._deliver = out._deliver
-        self._metrics = out._metrics
-        self._id_pop = out._id_pop
-        self._next_id = out._next_id
         self.input: Tuple | None = None
 
     def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        out = self._out
         route = self._routes.get(stream)
         if route is None or type(values) is not list or len(values) != route.nfields:
-            route, values = self._out._checked(stream, values)
-        targets = route.choose(values)
-        metrics = self._metrics
-        metrics.emitted += 1
-        metrics.transferred += len(targets)
-        deliver = self._deliver
-        src = route.src
+            route, values = out._checked(stream, values)
+        targets: list[int] = route.choose(values)
         anchor = self.input
         assert anchor is not None
-        pop = self._id_pop
-        root = anchor._root
-        if root:
-            for t in targets:
-                try:
-                    edge = pop()
-                except IndexError:
-                    edge = self._next_id()
-                anchor._ack_val ^= edge
-                deliver[t](Tuple(values, src, root, edge))
-            return targets
-        roots = anchor._roots
-        if roots is None:
-            for t in targets:
-                deliver[t](Tuple(values, src))
-            return targets
-        for t in targets:
-            try:
-                edge = pop()
-            except IndexError:
-                edge = self._next_id()
-            anchor._ack_val ^= edge
-            deliver[t](Tuple(values, src, 0, 0, dict.fromkeys(roots, edge)))
-        return targets
+        out._send_anchored(route, values, targets, anchor)
+        return targets[:]
 
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         return self._out.emit_direct(task, values, self.input, stream)

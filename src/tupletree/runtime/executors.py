@@ -5,11 +5,17 @@ A worker runs every local task on one thread, in turns: a bolt executor drains u
 replies (ack/fail for its own message ids), then calls ``next_tuple`` a bounded number
 of times. Nothing here blocks or sleeps; time comes in through ``now`` arguments and
 timer callbacks.
+
+User code (``execute``, ``next_tuple``, ``ack``, ``fail``, ``open``/``prepare``, the
+lifecycle calls, custom metrics) is called under ``except BaseException``: SystemExit,
+KeyboardInterrupt or an exception whose ``__str__`` raises is one task's error like any
+other (reported, the input failed), never the end of the worker. A spout whose
+``next_tuple`` raises again and again is polled less and less often
+(``next_tuple_backoff``), up to once a second, until a call returns normally.
 """
 
 from __future__ import annotations
 
-import traceback
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -32,9 +38,24 @@ from tupletree.runtime.collectors import (
     BasicOutputCollector,
     OutputCollector,
     SpoutOutputCollector,
+    TaskWiring,
 )
 from tupletree.runtime.metrics import LatencyHistogram, TaskMetrics
 from tupletree.topology.tuple import Tuple
+
+# A spout's next_tuple may raise this many times in a row before it is polled less often.
+BACKOFF_AFTER_RAISES = 3
+BACKOFF_FIRST_SECS = 0.001
+BACKOFF_MAX_SECS = 1.0
+
+
+def next_tuple_backoff(raises_in_a_row: int) -> float:
+    """How long a spout is not polled after its ``next_tuple`` raised this many times
+    in a row: 0 for the first few, then doubling from 1 ms up to 1 s."""
+    if raises_in_a_row <= BACKOFF_AFTER_RAISES:
+        return 0.0
+    doublings = min(raises_in_a_row - BACKOFF_AFTER_RAISES - 1, 20)
+    return min(BACKOFF_MAX_SECS, BACKOFF_FIRST_SECS * (1 << doublings))
 
 
 class Executor:
@@ -70,7 +91,7 @@ class Executor:
         """Call user code; report (never propagate) what it raises."""
         try:
             return fn(*args)
-        except Exception as exc:
+        except BaseException as exc:
             self.report(exc, where)
             return None
 
@@ -96,6 +117,12 @@ class SpoutExecutor(Executor):
         self.metrics.latency = LatencyHistogram()
         self._now = now
         self.collector: SpoutOutputCollector | None = None
+        self.raises_in_a_row = 0  # next_tuple calls that raised since one returned
+        self.resume_at = 0.0  # while backing off: not polled before this time
+
+    def connect(self, wiring: TaskWiring) -> SpoutOutputCollector:
+        self.collector = SpoutOutputCollector(wiring, self)
+        return self.collector
 
     def snapshot(self) -> dict[str, Any]:
         snap = super().snapshot()
@@ -108,6 +135,10 @@ class SpoutExecutor(Executor):
     def can_poll(self) -> bool:
         if not self.active or self.broken:
             return False
+        if self.resume_at:
+            if self._now() < self.resume_at:
+                return False
+            self.resume_at = 0.0
         mp = self.max_pending
         return mp is None or len(self.pending) < mp
 
@@ -123,8 +154,15 @@ class SpoutExecutor(Executor):
             before = metrics.emitted
             try:
                 next_tuple()
-            except Exception as exc:
-                self.report(exc, "next_tuple")
+            except BaseException as exc:
+                self._next_tuple_raised(exc)
+                if self.immediate_acks:
+                    self._ack_immediately()
+                if metrics.emitted != before:
+                    productive += 1
+                break
+            if self.raises_in_a_row:
+                self.raises_in_a_row = 0
             if self.immediate_acks:
                 self._ack_immediately()
             if metrics.emitted == before:
@@ -133,6 +171,13 @@ class SpoutExecutor(Executor):
             if mp is not None and len(pending) >= mp:
                 break
         return productive
+
+    def _next_tuple_raised(self, exc: BaseException) -> None:
+        self.report(exc, "next_tuple")
+        self.raises_in_a_row += 1
+        wait = next_tuple_backoff(self.raises_in_a_row)
+        if wait:
+            self.resume_at = self._now() + wait
 
     def _ack_immediately(self) -> None:
         acks, self.immediate_acks = self.immediate_acks, []
@@ -164,7 +209,7 @@ class SpoutExecutor(Executor):
                 metrics.latency.record(now - emitted_at)  # type: ignore[union-attr]
                 try:
                     spout.ack(msg_id)
-                except Exception as exc:
+                except BaseException as exc:
                     self.report(exc, "ack")
             else:
                 metrics.failed += 1
@@ -172,7 +217,7 @@ class SpoutExecutor(Executor):
                     metrics.timed_out += 1
                 try:
                     spout.fail(msg_id)
-                except Exception as exc:
+                except BaseException as exc:
                     self.report(exc, "fail")
         return n
 
@@ -200,6 +245,12 @@ class BoltExecutor(Executor):
         self.basic = basic
         self.collector: OutputCollector | None = None
         self.basic_collector: BasicOutputCollector | None = None
+
+    def connect(self, wiring: TaskWiring) -> OutputCollector:
+        out = self.collector = OutputCollector(wiring)
+        if self.basic:
+            self.basic_collector = BasicOutputCollector(out)
+        return out
 
     def run_batch(self, limit: int) -> int:
         inbox = self.inbox
@@ -231,10 +282,10 @@ class BoltExecutor(Executor):
                     out.fail(tup)
                     failed += 1
                     continue
-                except Exception as exc:
-                    self.report(exc, "execute")
+                except BaseException as exc:
                     out.fail(tup)
                     failed += 1
+                    self.report(exc, "execute")
                     continue
                 ack_val: Id = tup._ack_val
                 tup._ack_val = SETTLED
@@ -263,10 +314,12 @@ class BoltExecutor(Executor):
                 tup = pop()
                 try:
                     execute(tup)
-                except Exception as exc:
-                    self.report(exc, "execute")
+                except BaseException as exc:
+                    # Failed at once, as Storm's BasicBolt does; a plain Bolt's input
+                    # would otherwise wait for its tree's timeout.
                     if tup._ack_val != SETTLED:
                         out.fail(tup)
+                    self.report(exc, "execute")
         self.metrics.executed += n
         out.flush()
         return n
@@ -324,11 +377,3 @@ class AckerExecutor(Executor):
         for outcome, root, spout_task in self.ledger.rotate():
             self.metrics.timed_out += 1
             self._inboxes[spout_task].append((outcome, root))
-
-
-def format_error(executor: Executor, exc: BaseException, where: str) -> str:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return (
-        f"{executor.component_id}[task {executor.task_id}] {where}: "
-        f"{type(exc).__name__}: {exc}\n{tb}"
-    )

@@ -5,18 +5,21 @@ the shared TupleSource, the field count, and one router per subscribing bolt, so
 emit costs one dict lookup plus one ``choose`` per subscriber.
 
 Routers return shared, preallocated lists (``[task]`` singletons, the all-tasks list)
-instead of building one per emit; callers must not mutate what ``choose`` returns.
+instead of building one per emit; callers must not mutate what ``choose`` returns (the
+collectors hand the user a copy).
 """
 
 from __future__ import annotations
 
-import pickle
+import copy
 import random
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from tupletree.config import Config
+from tupletree.errors import InvalidTopologyError
 from tupletree.runtime.context import TaskLayout, TopologyContext
+from tupletree.runtime.error_log import describe
 from tupletree.runtime.hashing import stable_hash, stable_hash_values
 from tupletree.topology import groupings as g
 from tupletree.topology.components import StreamSpec
@@ -337,8 +340,9 @@ def make_router(
     if kind == g.GLOBAL:
         return GlobalRouter(tasks)
     if kind == g.CUSTOM:
-        # Each emitting task prepares its own copy, as Storm does.
-        custom = pickle.loads(pickle.dumps(grouping.custom))
+        # Each emitting task prepares its own copy, as Storm does. A deep copy, not a
+        # pickle round trip: on Spark the grouping's class may exist only by value.
+        custom = copy.deepcopy(grouping.custom)
         custom.prepare(context, stream, list(tasks))
         return CustomRouter(custom, context.task_id)
     raise ValueError(f"no router for grouping {kind!r}")
@@ -373,9 +377,11 @@ def build_routes(
     streams: dict[str, StreamSpec],
     local_tasks: Collection[int],
     inboxes: Mapping[int, Any] | None = None,
+    owner: str | None = None,
 ) -> dict[str, StreamRoute]:
     """Routes for every stream the task's component declares. ``inboxes`` (task ->
-    inbox) lets a shuffle prefer local targets by their load; without it, plain shuffle."""
+    inbox) lets a shuffle prefer local targets by their load; without it, plain shuffle.
+    ``owner`` goes into the routes' TupleSources (the topology instance)."""
     component = context.component_id
     rng = random.Random(context.task_id * 7919 + 17)
     routes: dict[str, StreamRoute] = {}
@@ -387,11 +393,21 @@ def build_routes(
             if grouping.kind == g.DIRECT:
                 direct_tasks.update(tasks)
                 continue
-            routers.append(
-                make_router(
+            try:
+                router = make_router(
                     grouping, tasks, spec.fields, context, stream, local_tasks, rng, inboxes
                 )
-            )
-        src = TupleSource(component, stream, context.task_id, spec.fields)
+            except Exception as exc:
+                if grouping.kind != g.CUSTOM:
+                    raise
+                raise InvalidTopologyError(
+                    f"bolt {target!r}: the custom grouping on stream {stream!r} of "
+                    f"{component!r} could not be copied or prepared for task "
+                    f"{context.task_id}: {describe(exc)}",
+                    component=target,
+                    stream=stream,
+                ) from exc
+            routers.append(router)
+        src = TupleSource(component, stream, context.task_id, spec.fields, owner)
         routes[stream] = StreamRoute(src, spec, routers, frozenset(direct_tasks))
     return routes

@@ -20,6 +20,7 @@ Tasks on other workers are reached through ``remote_inbox(task)``: any object wi
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import pickle
 from collections import deque
@@ -36,27 +37,32 @@ from tupletree.reliability.protocol import (
     SYSTEM_TICK_STREAM,
     TICK_STREAM,
 )
-from tupletree.runtime.collectors import (
-    BasicOutputCollector,
-    OutputCollector,
-    SpoutOutputCollector,
-)
+from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.context import TaskLayout, TopologyContext
+from tupletree.runtime.error_log import (
+    MAX_ERRORS_KEPT,
+    ErrorLogLimiter,
+    bounded,
+    describe,
+    format_error,
+    safe_repr,
+)
 from tupletree.runtime.executors import (
     AckerExecutor,
     BoltExecutor,
     Executor,
     SpoutExecutor,
-    format_error,
 )
 from tupletree.runtime.routing import build_routes
+from tupletree.topology import groupings as g
 from tupletree.topology.builder import Topology
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
 log = logging.getLogger("tupletree")
 
-MAX_ERRORS_KEPT = 1000
+# Tells apart the topology instances of this process (TupleSource.owner).
+_instances = itertools.count(1)
 TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields(["freq"]))
 SYSTEM_TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, SYSTEM_TICK_STREAM, -1, Fields(["freq"]))
 # The ticks a bolt task can ask for: the user's, and the runtime's own (CoordinatedBolt).
@@ -98,6 +104,22 @@ def pickled_components(
                 "locks, lambdas) in open()/prepare() instead of __init__",
                 component=cid,
             ) from exc
+        for sub in spec.inputs:
+            if sub.grouping.kind != g.CUSTOM:
+                continue
+            try:
+                dumps(sub.grouping.custom)
+            except Exception as exc:
+                raise InvalidTopologyError(
+                    f"bolt {cid!r}: the custom grouping on stream {sub.stream!r} of "
+                    f"{sub.source!r} ({type(sub.grouping.custom).__name__}) cannot be "
+                    f"copied to the emitting tasks: pickling it failed with "
+                    f"{describe(exc)}. Each emitting task prepares its own copy, as in "
+                    "Storm; make it a module-level class without lambdas or open "
+                    "resources",
+                    component=cid,
+                    stream=sub.stream,
+                ) from exc
     return out
 
 
@@ -151,8 +173,11 @@ class Worker:
         self.layout = make_layout(topology, conf)
         all_tasks = self.layout.task_to_component
         self.local_tasks = set(all_tasks if local_tasks is None else local_tasks)
+        self.owner = f"topology {name!r} #{next(_instances)}"
+        # Bounded: the newest MAX_ERRORS_KEPT texts, each cut (runtime/error_log.py).
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.error_count = 0  # ever reported (the deque keeps only the newest)
+        self.error_log = ErrorLogLimiter()
         self.batch = conf[Config.TOPOLOGY_EXECUTOR_BATCH_SIZE]
         self.spout_calls = max(1, self.batch // 4)
         self.buffer_limit = conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE]
@@ -204,10 +229,18 @@ class Worker:
             wake()
 
     def _report(self, executor: Executor, exc: BaseException, where: str) -> None:
-        text = format_error(executor, exc, where)
+        text = format_error(executor.component_id, executor.task_id, where, exc)
+        self._keep(text, (executor.task_id, where, type(exc).__name__))
+
+    def _keep(self, text: str, key: Any) -> None:
+        """Keep an error text and log it unless its key is over its rate limit."""
         self.errors.append(text)
         self.error_count += 1
-        log.warning("topology %s: %s", self.name, text.rstrip())
+        missed = self.error_log.admit(key, self.now())
+        if missed is None:
+            return
+        more = f" [{missed} more like it since the last one logged, not logged]" if missed else ""
+        log.warning("topology %s: %s%s", self.name, text.rstrip(), more)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -227,38 +260,38 @@ class Worker:
                 continue
             spec = self.topology.components[component]
             routes = build_routes(
-                self.layout, context, spec.streams, self.local_tasks, self.inboxes
+                self.layout, context, spec.streams, self.local_tasks, self.inboxes, self.owner
             )
             if conf.get(Config.TOPOLOGY_DEBUG):
                 for route in routes.values():
                     route.choose = _logged_choose(route, task)
             ids = IdGenerator(None if self._seed is None else self._seed * 100003 + task)
-            args = (
+            wiring = TaskWiring(
                 component,
                 task,
                 routes,
                 self.inboxes,
-                self.acker_tasks,
-                ids,
-                ex.metrics,
-                lambda exc, ex=ex: ex.report(exc, "report_error"),
+                acker_tasks=self.acker_tasks,
+                ids=ids,
+                metrics=ex.metrics,
+                report=lambda exc, ex=ex: ex.report(exc, "report_error"),
+                local_ackers=[i for i, t in enumerate(self.acker_tasks) if t in self.local_tasks],
+                owner=self.owner,
             )
             if isinstance(ex, SpoutExecutor):
-                local_ackers = [i for i, t in enumerate(self.acker_tasks) if t in self.local_tasks]
-                ex.collector = SpoutOutputCollector(ex, *args, local_ackers=local_ackers)
+                collector = ex.connect(wiring)
                 if timeouts and self.acker_tasks:
                     self._add_timer(now, timeout, ex.expire)
-                ex.call(ex.spout.open, conf, context, ex.collector, where="open")
+                ex.call(ex.spout.open, conf, context, collector, where="open")
                 # open() reported an error (the only one this task can have had yet).
                 ex.broken = ex.metrics.errors > 0
             else:
                 assert isinstance(ex, BoltExecutor)
-                ex.collector = OutputCollector(*args)
+                out = ex.connect(wiring)
                 if ex.basic:
-                    ex.basic_collector = BasicOutputCollector(ex.collector)
                     ex.call(ex.bolt.prepare, conf, context, where="prepare")
                 else:
-                    ex.call(ex.bolt.prepare, conf, context, ex.collector, where="prepare")
+                    ex.call(ex.bolt.prepare, conf, context, out, where="prepare")
                 for key, source in _TICKS:
                     freq = conf.get(key)
                     if freq:
@@ -356,12 +389,13 @@ class Worker:
         """A tuple bound for another worker could not be serialized: report it, naming
         its component and stream, and fail its trees so the spout can replay."""
         if not isinstance(item, Tuple):
-            log.error("topology %s: cannot serialize %r: %s", self.name, item, exc)
+            self.report_error(f"cannot serialize {safe_repr(item)}: {describe(exc)}")
             return
         src = item._src
         err = TypeError(
-            f"component {src.component!r} stream {src.stream!r}: a value of {item.values!r} "
-            f"cannot be serialized to send it to another worker: {type(exc).__name__}: {exc}"
+            f"component {src.component!r} stream {src.stream!r}: a value of "
+            f"{safe_repr(item.values)} cannot be serialized to send it to another worker: "
+            f"{describe(exc)}"
         )
         # Only this worker's own tasks fill its outgoing buffers: the emitter is local.
         self.executors[src.task].report(err, "emit")
@@ -372,10 +406,8 @@ class Worker:
     def report_error(self, text: str) -> None:
         """Record an error that belongs to the worker rather than to one of its tasks
         (a frame from a peer that could not be read): it reaches the driver with the
-        tasks' errors."""
-        self.errors.append(text)
-        self.error_count += 1
-        log.warning("topology %s: %s", self.name, text.rstrip())
+        tasks' errors. Kept and logged with the same bounds as theirs."""
+        self._keep(bounded(text), ("worker",))
 
     # -- observation --------------------------------------------------------------
 

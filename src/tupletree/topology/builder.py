@@ -14,6 +14,7 @@ from tupletree.topology.components import (
     Bolt,
     Spout,
     StreamSpec,
+    check_called_methods,
     declared_streams,
 )
 from tupletree.topology.groupings import CustomStreamGrouping, Grouping
@@ -243,6 +244,7 @@ def validate_structure(specs: list[ComponentSpec], *, allow_system: bool = False
                 f"{type(spec.obj).__name__}, not a Bolt or BasicBolt",
                 component=cid,
             )
+        check_called_methods(cid, spec.obj, SPOUT if spec.is_spout else BOLT)
         for name, value in (("parallelism", spec.parallelism), ("tasks", spec.tasks)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidTopologyError(

@@ -20,9 +20,11 @@ Each task gets its own copy of the component (a pickle round trip), as in Storm.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
+from tupletree.errors import InvalidTopologyError
 from tupletree.topology.fields import Fields
 
 DEFAULT_STREAM = "default"
@@ -151,3 +153,31 @@ def declared_streams(component_id: str, component: Any) -> dict[str, StreamSpec]
     declarer = OutputFieldsDeclarer(component_id)
     component.declare_output_fields(declarer)
     return declarer.streams
+
+
+# The methods the runtime calls and whose return value it ignores.
+_CALLED = {
+    "spout": ("open", "next_tuple", "ack", "fail", "activate", "deactivate", "close"),
+    "bolt": ("prepare", "execute", "cleanup"),
+}
+
+
+def check_called_methods(component_id: str, component: Any, kind: str) -> None:
+    """InvalidTopologyError if a method the runtime calls (``kind``: "spout" or "bolt")
+    is a generator or ``async def``: calling it would only create a generator or
+    coroutine and run none of its body, so every tuple would be acked unprocessed."""
+    for name in _CALLED[kind]:
+        method = getattr(component, name, None)
+        if inspect.isgeneratorfunction(method) or inspect.isasyncgenfunction(method):
+            what = "a generator function (its body has yield)"
+        elif inspect.iscoroutinefunction(method):
+            what = "a coroutine function (async def)"
+        else:
+            continue
+        raise InvalidTopologyError(
+            f"component {component_id!r}: {type(component).__name__}.{name} is {what}, "
+            f"so calling it would run none of its body (and a bolt's inputs would be "
+            f"acked unprocessed); emit with the collector instead of yielding, and "
+            f"write {name} as a plain def",
+            component=component_id,
+        )

@@ -35,15 +35,24 @@ from tupletree.topology.fields import Fields
 
 
 class TupleSource:
-    """Where tuples come from: shared by every tuple one task emits on one stream."""
+    """Where tuples come from: shared by every tuple one task emits on one stream.
 
-    __slots__ = ("component", "fields", "stream", "task")
+    ``owner`` names the topology instance of the emitting task (its worker's, e.g.
+    ``"topology 'wc' #3"``), so a collector can refuse another topology's tuple; None
+    where no one vouches for it (ticks, tuples rebuilt from a peer worker's frame, a
+    test's own tuples), which every collector accepts.
+    """
 
-    def __init__(self, component: str, stream: str, task: int, fields: Fields) -> None:
+    __slots__ = ("component", "fields", "owner", "stream", "task")
+
+    def __init__(
+        self, component: str, stream: str, task: int, fields: Fields, owner: str | None = None
+    ) -> None:
         self.component = component
         self.stream = stream
         self.task = task
         self.fields = fields
+        self.owner = owner
 
     def __repr__(self) -> str:
         return f"TupleSource({self.component!r}, {self.stream!r}, task={self.task})"
