@@ -54,8 +54,8 @@ class TopologyWorkerMain:
     def __call__(self, index: int, attempt: int, control_address: str) -> None:
         from pyspark import cloudpickle
 
-        from tupletree.spark.transport import Transport
-        from tupletree.spark.worker_side import ControlClient, advertise_host
+        from tupletree.distributed.control_client import ControlClient, advertise_host
+        from tupletree.distributed.transport import Transport
 
         topology = cloudpickle.loads(self.topology_blob)
         placement = self.placement
