@@ -15,13 +15,16 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tupletree.distributed import control as protocol
-from tupletree.distributed.control_client import (
-    WorkerMain,
-    _task_attempt_id,
-    error_message,
-    send_once,
-)
+from tupletree.distributed.control import Exiting, TaskStarted
+from tupletree.distributed.control_client import WorkerMain, error_message, send_once
+
+
+def _task_attempt_id() -> int | None:
+    """Spark's id of the running task attempt (lets the driver kill/restart it)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.taskAttemptId() if ctx is not None else None
 
 
 def run_worker_task(
@@ -46,12 +49,7 @@ def run_worker_task(
             control_address,
             index,
             attempt,
-            {
-                "type": protocol.TASK_STARTED,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "task_attempt_id": _task_attempt_id(),
-            },
+            TaskStarted(os.getpid(), socket.gethostname(), _task_attempt_id()),
         )
     try:
         worker_main(index, attempt, control_address)
@@ -60,7 +58,7 @@ def run_worker_task(
             send_once(control_address, index, attempt, error_message(exc, fatal=True))
         raise
     with contextlib.suppress(Exception):
-        send_once(control_address, index, attempt, {"type": protocol.EXITING})
+        send_once(control_address, index, attempt, Exiting())
     yield (index, attempt, os.getpid())
 
 
