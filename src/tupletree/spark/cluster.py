@@ -197,7 +197,7 @@ class SparkCluster(ClusterBase):
 
     def activate(self, name: str) -> None:
         running = self._get(name)
-        # Under the lock that on_message holds, so a worker restarting meanwhile is
+        # Under the lock that the listener's ready() holds, so a worker restarting meanwhile is
         # told the state that is broadcast, not the one before it.
         with running.lock:
             running.active = True
