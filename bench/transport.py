@@ -1,5 +1,6 @@
 """Per-item cost of the Spark data plane, in one process (two Transports on loopback):
-``python bench/transport.py``. Send side includes Tuple creation, as an emit does."""
+``python bench/transport.py [frames]``. Send side includes Tuple creation, as an emit
+does. ``bash bench/instructions_transport.sh`` counts its instructions per item."""
 
 from __future__ import annotations
 
@@ -55,4 +56,4 @@ def main(frames: int = 500, per_frame: int = 200) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
