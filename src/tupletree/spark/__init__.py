@@ -5,14 +5,14 @@ when they are used:
 
 - ``session``: get or build the SparkSession (Java check, PYSPARK_PYTHON, local master).
 - ``slots``: how many task slots Spark has, and how many are free.
-- ``launcher``: ``WorkerLauncher``, the driver side: one long-running Spark task per
-  worker, plus the control service workers register with.
-- ``worker_side``: ``ControlClient``, what a worker uses to talk to that service.
-- ``protocol``: the signed, pickled control frames both sides exchange.
+- ``reservations``: the slots this process's launchers hold.
+- ``job``: the Spark job, one long-running task per worker.
+- ``worker_task``: the Spark task that runs one worker's ``worker_main``.
+- ``launcher``: ``WorkerLauncher``, the driver side: composes the above with the
+  control service and dispatcher of ``tupletree.distributed``.
 - ``cluster``: ``SparkCluster``, a topology as ``topology.workers`` launched workers.
-- ``scheduler``: which worker runs which tasks (Storm's even scheduler).
-- ``worker_process``: the body of a worker in its Spark task (the scheduler loop).
-- ``transport``, ``frames``: tuples and acker messages between workers over ZeroMQ,
-  and how a batch of them is laid out on the wire.
 - ``errors``: what a failed launch raises.
+
+What a worker runs, and how workers talk to each other and to the driver, is not
+Spark's business: it lives in ``tupletree.distributed``.
 """

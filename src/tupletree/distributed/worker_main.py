@@ -3,12 +3,12 @@
 ``TopologyWorkerMain`` is the picklable ``worker_main`` handed to the WorkerLauncher.
 In the Spark task it: binds its data socket, registers with the driver, builds the same
 ``Worker`` LocalCluster uses for its share of the tasks (remote tasks reached through
-the Transport), and runs the scheduler loop until the driver says stop:
+the Transport, also its ``link``), and runs the loop until the driver says stop:
 
-    control messages -> timers -> receive frames -> one round -> flush frames ->
-    report metrics every REPORT_SECS -> wait on the data socket when idle.
+    control messages -> ``worker.step(now)`` (timers, frames in, a round, frames out)
+    -> report metrics every REPORT_SECS -> wait on the data socket when idle.
 
-On ``stop`` the spouts are deactivated and the worker drains what it holds (bounded by
+On ``Stop`` the spouts are deactivated and the worker drains what it holds (bounded by
 DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needlessly.
 """
 
@@ -22,14 +22,17 @@ from typing import Any
 
 import zmq
 
+from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, Ready, data_key
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.worker import Worker, pickled_components
 
 REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
-RECEIVE_FRAMES_PER_ROUND = 64
 GC_YOUNG_THRESHOLD = 10_000
+# The driver pings every second; a worker that hears nothing for this long ends with
+# DriverLost (reported, and its task fails so that Spark runs it again).
+DRIVER_TIMEOUT_SECS = 30.0
 
 
 class TopologyWorkerMain:
@@ -43,6 +46,7 @@ class TopologyWorkerMain:
         placement: dict[int, int],
         active: bool,
         start_timeout: float,
+        driver_timeout: float = DRIVER_TIMEOUT_SECS,
     ) -> None:
         self.name = name
         self.topology_blob = topology_blob
@@ -50,17 +54,25 @@ class TopologyWorkerMain:
         self.placement = placement
         self.active = active
         self.start_timeout = start_timeout  # how long the driver waits for every worker
+        self.driver_timeout = driver_timeout  # silence after which the driver is lost
 
     def __call__(self, index: int, attempt: int, control_address: str) -> None:
         from pyspark import cloudpickle
 
-        from tupletree.spark.transport import Transport
-        from tupletree.spark.worker_side import ControlClient, advertise_host
+        from tupletree.distributed.control_client import (
+            ControlClient,
+            DriverLost,
+            advertise_host,
+            parse_control_address,
+        )
+        from tupletree.distributed.transport import Transport
 
         topology = cloudpickle.loads(self.topology_blob)
         placement = self.placement
         context = zmq.Context.instance()
-        with ControlClient(control_address, index, attempt) as control:
+        with ControlClient(
+            control_address, index, attempt, driver_timeout=self.driver_timeout
+        ) as control:
             worker_ref: list[Worker] = []
 
             def unserializable(item: Any, exc: BaseException) -> None:
@@ -73,8 +85,18 @@ class TopologyWorkerMain:
                     f"{type(exc).__name__}: {exc}"
                 )
 
+            def rejected(report: str) -> None:
+                if worker_ref:
+                    worker_ref[0].report_error(f"worker {index}: {report}")
+
+            _, secret = parse_control_address(control_address)
             transport = Transport(
-                context, advertise_host(control_address), unserializable, bad_frame
+                context,
+                advertise_host(control_address),
+                data_key(secret),
+                unserializable,
+                bad_frame,
+                on_rejected=rejected,
             )
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
@@ -89,18 +111,22 @@ class TopologyWorkerMain:
                     local_tasks=mine,
                     remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
                     components=pickled_components(topology, cloudpickle.dumps),
+                    link=transport,
                 )
                 worker_ref.append(worker)
-                worker.external_backpressure = transport.blocked
                 # As long as the driver waits for a start: peers that start late are
                 # not a reason to fail this task (each failure uses a Spark retry).
                 transport.set_peers(control.wait_for_peers(self.start_timeout), index)
                 # A restarted worker starts inactive; the driver activates it if the
                 # topology is active now (it may have been deactivated since submit).
                 worker.start(active=self.active and attempt == 0)
-                control.send({"type": "ready"})
+                control.send(Ready())
                 with worker_gc():
                     _loop(worker, transport, control, index)
+                if control.driver_lost is not None:
+                    # Not a clean end: reported by the task wrapper, and the task fails
+                    # so that Spark runs it again.
+                    raise DriverLost(control.driver_lost)
             finally:
                 logging.getLogger().removeHandler(forward)
                 transport.close()
@@ -175,21 +201,6 @@ def local_tasks(placement: dict[int, int], index: int) -> list[int]:
     return sorted(t for t, w in placement.items() if w == index)
 
 
-def worker_round(worker: Worker, transport: Any, now: float) -> bool:
-    """One round of a worker with peers: timers that are due, frames in (unless a local
-    inbox is over its limit), a turn for every task, frames out when due. True if it
-    received or did anything; when not, the caller may wait on the data socket."""
-    due = worker.next_timer_due()
-    if due is not None and now >= due:
-        worker.fire_timers(now)
-    received = 0
-    if not worker.over_limit():
-        received = transport.receive(worker.inboxes, RECEIVE_FRAMES_PER_ROUND)
-    busy = worker.run_round() or received > 0
-    transport.flush_due(now, idle=not busy)
-    return busy
-
-
 def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     clock_now = worker.now
     poller = zmq.Poller()
@@ -201,20 +212,19 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     while True:
         msg = control.recv(0)
         while msg is not None:
-            kind = msg.get("type")
-            if kind == "activate":
+            if isinstance(msg, Activate):
                 worker.activate()
-            elif kind == "deactivate":
+            elif isinstance(msg, Deactivate):
                 worker.deactivate()
-            elif kind == "peers":
-                transport.set_peers(msg["peers"], index)
+            elif isinstance(msg, Peers):
+                transport.set_peers(msg.peers, index)
             msg = control.recv(0)
-        # Set by the client for a "stop" message and for a driver gone silent alike.
+        # Set by the client for a Stop and for a driver gone silent alike.
         if control.stop_requested.is_set() and draining_since is None:
             worker.deactivate()
             draining_since = clock_now()
         now = clock_now()
-        busy = worker_round(worker, transport, now)
+        busy = worker.step(now)
         idle_rounds = 0 if busy else idle_rounds + 1
         if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
             errors_sent = _report(worker, transport, control, errors_sent, idle_rounds > 0)
@@ -238,13 +248,12 @@ def _report(
 ) -> int:
     """Send the driver this worker's metrics and new errors; return the errors sent."""
     control.send(
-        {
-            "type": "metrics",
-            "snapshot": worker.metrics_snapshot(),
-            "errors": worker.errors_since(errors_sent),
-            "idle": idle and not transport.blocked(),
-            "sent_to": dict(transport.sent_to),
-            "received_from": dict(transport.received_from),
-        }
+        Metrics(
+            snapshot=worker.metrics_snapshot(),
+            errors=worker.errors_since(errors_sent),
+            idle=idle and not transport.blocked(),
+            sent_to=dict(transport.sent_to),
+            received_from=dict(transport.received_from),
+        )
     )
     return worker.error_count
