@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -104,13 +105,17 @@ class LocalCluster(ClusterBase):
         drpc_port: int | None = None,
         drpc_host: str = "127.0.0.1",
         drpc_conf: dict[str, Any] | None = None,
+        ui_port: int | None = None,
+        ui_host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(drpc_port, drpc_host, drpc_conf)
+        super().__init__(drpc_port, drpc_host, drpc_conf, ui_port, ui_host)
         self.simulate_time = simulate_time
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
+        self._submitted: dict[str, float] = {}  # name -> time.monotonic() at submit
         self._lock = threading.Lock()
+        self._start_ui()
 
     # -- topologies -----------------------------------------------------------------
 
@@ -130,6 +135,7 @@ class LocalCluster(ClusterBase):
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
+            self._submitted[name] = time.monotonic()
         if self.simulate_time:
             worker.start(active=not inactive)
             return
@@ -169,9 +175,22 @@ class LocalCluster(ClusterBase):
             runner.stop()
         with self._lock:
             del self._workers[name]
+            self._submitted.pop(name, None)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
+
+    def topology_info(self, name: str) -> dict[str, Any]:
+        """``{"topology", "conf", "active", "uptime_secs", "workers"}`` of a running
+        topology (Storm's getTopologyInfo, as plain values)."""
+        worker = self._worker(name)
+        return {
+            "topology": worker.topology,
+            "conf": dict(worker.conf),
+            "active": worker.active,
+            "uptime_secs": time.monotonic() - self._submitted.get(name, time.monotonic()),
+            "workers": 1,
+        }
 
     # -- observation ----------------------------------------------------------------
 
@@ -216,6 +235,7 @@ class LocalCluster(ClusterBase):
     # -- lifecycle --------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        self._stop_ui()
         for name in list(self._workers):
             self.kill_topology(name)
         self._stop_drpc()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import traceback
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from tupletree.errors import FailedException
@@ -200,12 +201,15 @@ class BoltExecutor(Executor):
         self.basic = basic
         self.collector: OutputCollector | None = None
         self.basic_collector: BasicOutputCollector | None = None
+        self.execute_latency = LatencyHistogram()
+        self.metrics.execute_latency = self.execute_latency
 
     def run_batch(self, limit: int) -> int:
         inbox = self.inbox
         n = len(inbox)
         if n > limit:
             n = limit
+        started = perf_counter()
         out = self.collector
         assert out is not None
         pop = inbox.popleft
@@ -269,7 +273,15 @@ class BoltExecutor(Executor):
                         out.fail(tup)
         self.metrics.executed += n
         out.flush()
+        self._timed(started, n)
         return n
+
+    def _timed(self, started: float, n: int) -> None:
+        """Account a turn of ``n`` tuples that began at ``started`` (perf_counter)."""
+        spent = perf_counter() - started
+        self.metrics.busy_secs += spent
+        if n:
+            self.execute_latency.record_many(spent / n, n)
 
 
 class AckerExecutor(Executor):
@@ -290,12 +302,20 @@ class AckerExecutor(Executor):
         super().__init__(task_id, ACKER_COMPONENT, report)
         self.ledger = AckerLedger(high_water)
         self._inboxes = inboxes
+        self.execute_latency = LatencyHistogram()
+        self.metrics.execute_latency = self.execute_latency
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = super().snapshot()
+        snap["pending"] = len(self.ledger)  # trees being tracked
+        return snap
 
     def run_batch(self, limit: int) -> int:
         inbox = self.inbox
         n = len(inbox)
         if n > limit:
             n = limit
+        started = perf_counter()
         ledger = self.ledger
         inboxes = self._inboxes
         pop = inbox.popleft
@@ -318,6 +338,10 @@ class AckerExecutor(Executor):
                     metrics.failed += 1
                 inboxes[out[2]].append((outcome, root))
         metrics.executed += n
+        spent = perf_counter() - started
+        metrics.busy_secs += spent
+        if n:
+            self.execute_latency.record_many(spent / n, n)
         return n
 
     def expire(self) -> None:

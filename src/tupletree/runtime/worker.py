@@ -385,4 +385,14 @@ class Worker:
         return list(self.errors)[-new:] if new > 0 else []
 
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
-        return {task: ex.snapshot() for task, ex in self.executors.items()}
+        """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
+        inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
+        which spouts are held back)."""
+        out = {}
+        for task, ex in self.executors.items():
+            snap = ex.snapshot()
+            snap["queued"] = len(ex.inbox)
+            if not isinstance(ex, SpoutExecutor):
+                snap["queue_limit"] = self.buffer_limit
+            out[task] = snap
+        return out
