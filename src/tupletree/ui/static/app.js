@@ -106,6 +106,8 @@ function drawGraph(topo) {
   const width = PAD * 2 + (Object.keys(layers).length) * (W + GX) - GX;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
+  const scale = Math.min(1.25, (svg.clientWidth || width) / width);
+  svg.style.height = `${Math.max(200, Math.round(height * scale))}px`;
   svg.appendChild(s("defs", {}, s("marker", {
     id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
     orient: "auto-start-reverse",
@@ -156,10 +158,14 @@ function drawGraph(topo) {
 
 // -- the chart -----------------------------------------------------------------------
 
+function tick(v, max) {
+  return v.toFixed(max >= 8 ? 0 : max >= 0.8 ? 1 : 3);
+}
+
 function niceMax(v) {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 2, 4, 6, 8, 10]) if (m * p >= v) return m * p;
   return 10 * p;
 }
 
@@ -181,8 +187,9 @@ function drawChart(history) {
   for (let i = 0; i <= 4; i++) {
     const y = T + (H - T - B) * i / 4;
     axis.appendChild(s("line", { class: "grid-line", x1: L, x2: W - R, y1: y, y2: y }));
-    axis.appendChild(s("text", { x: L - 6, y: y + 3, "text-anchor": "end", text: rate(yMax * (1 - i / 4)) }));
-    axis.appendChild(s("text", { x: W - R + 6, y: y + 3, text: ms(lMax * (1 - i / 4)) }));
+    const v = yMax * (1 - i / 4);
+    axis.appendChild(s("text", { x: L - 6, y: y + 3, "text-anchor": "end", text: v >= 1000 ? rate(v) : tick(v, yMax) }));
+    axis.appendChild(s("text", { x: W - R + 6, y: y + 3, text: tick(lMax * (1 - i / 4), lMax) }));
   }
   for (let i = 0; i <= 4; i++) {
     const ago = span * i / 4, x = X(now - ago);
@@ -282,6 +289,11 @@ async function toggle(id) {
   await refresh();
 }
 
+// Which tracebacks are open survives the redraw every second: the newest error's is
+// open unless the user closed it, any other only if the user opened it.
+const opened = new Set();
+const closed = new Set();
+
 function drawErrors(topo) {
   const box = $("errors");
   box.replaceChildren();
@@ -290,11 +302,19 @@ function drawErrors(topo) {
     box.appendChild(h("div", { class: "none", text: "no errors reported" }));
     return;
   }
-  for (const e of [...topo.errors].reverse()) {
+  [...topo.errors].reverse().forEach((e, i) => {
     const where = e.component ? `${e.component}[task ${e.task}] ${e.where}: ` : "";
+    const key = where + e.error;
+    const open = opened.has(key) || (i === 0 && !closed.has(key));
     const summary = h("summary", {}, document.createTextNode(where), h("b", { text: e.error }));
-    box.appendChild(h("details", {}, summary, h("pre", { text: e.traceback || "(no traceback)" })));
-  }
+    const details = h("details", { open: open ? "" : null }, summary,
+      h("pre", { text: e.traceback || "(no traceback)" }));
+    summary.addEventListener("click", () => {  // runs before the details toggles
+      if (details.open) { opened.delete(key); closed.add(key); }
+      else { closed.delete(key); opened.add(key); }
+    });
+    box.appendChild(details);
+  });
 }
 
 function drawWorkers(topo) {
