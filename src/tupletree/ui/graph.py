@@ -3,8 +3,8 @@
 
 Pure: it reads a Topology and returns plain values; no rendering library is needed.
 Layers (``layer`` of a node) place every component one step right of its furthest
-input, so a page can lay the graph out left to right without a layout engine; a cycle
-(a bolt feeding an earlier one) is cut where it closes.
+input, so a page can lay the graph out left to right without a layout engine; a loop
+(a bolt feeding an earlier one) is cut at the edge that closes it.
 """
 
 from __future__ import annotations
@@ -56,26 +56,46 @@ def topology_graph(topology: Topology) -> dict[str, Any]:
 
 
 def _layers(topology: Topology) -> dict[str, int]:
-    """Longest path from a spout, cutting cycles where they close (depth-first)."""
+    """Longest path from a spout over the edges left once the cycles are cut: a
+    depth-first walk from the spouts marks an edge back to a component still on its path
+    as closing a loop; the rest is a DAG, layered in topological order."""
     components = topology.components
-    layer: dict[str, int] = {}
-    visiting: set[str] = set()
+    outs: dict[str, list[str]] = {cid: [] for cid in components}
+    for spec in components.values():
+        for sub in spec.inputs:
+            if sub.source in components:
+                outs[sub.source].append(spec.id)
+    back: set[tuple[str, str]] = set()
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
 
-    def depth(cid: str) -> int:
-        if cid in layer:
-            return layer[cid]
-        if cid in visiting:  # a cycle: this input does not push the node right
-            return -1
-        visiting.add(cid)
-        spec = components[cid]
-        inputs = [s.source for s in spec.inputs if s.source in components]
-        d = 0 if spec.is_spout or not inputs else 1 + max(depth(s) for s in inputs)
-        visiting.discard(cid)
-        layer[cid] = max(d, 0)
-        return layer[cid]
+    def visit(cid: str) -> None:
+        state[cid] = 1
+        for target in outs[cid]:
+            if state.get(target) == 1:
+                back.add((cid, target))
+            elif target not in state:
+                visit(target)
+        state[cid] = 2
 
-    for cid in components:
-        depth(cid)
+    for cid in [s.id for s in topology.spouts] + list(components):
+        if cid not in state:
+            visit(cid)
+    indegree = dict.fromkeys(components, 0)
+    for cid, targets in outs.items():
+        for target in targets:
+            if (cid, target) not in back:
+                indegree[target] += 1
+    layer = dict.fromkeys(components, 0)
+    ready = [cid for cid, n in indegree.items() if n == 0]
+    while ready:
+        cid = ready.pop()
+        for target in outs[cid]:
+            if (cid, target) in back:
+                continue
+            layer[target] = max(layer[target], layer[cid] + 1)
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
     return layer
 
 
