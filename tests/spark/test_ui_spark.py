@@ -61,6 +61,12 @@ def _call(method: str, url: str) -> Any:
     return json.loads(body) if method != "METRICS" else body
 
 
+def _families(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as response:
+        text = response.read().decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
 def _wait(check: Any, what: str, timeout: float = 90.0) -> Any:
     deadline = time.monotonic() + timeout
     while not (result := check()):
@@ -90,22 +96,11 @@ def test_rest_metrics_and_steering_on_spark(spark: Any) -> None:
         }
         assert all(w["restarts"] == 0 for w in workers.values())
 
-        with urllib.request.urlopen(url + "/metrics", timeout=60) as response:
-            families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
-        restarts = families["tupletree_worker_restarts"].samples
+        restarts = _families(url)["tupletree_worker_restarts"].samples
         assert sorted(s.labels["worker"] for s in restarts) == ["0", "1"]
         assert all(s.value == 0 for s in restarts)
         memory = _wait(
-            lambda: (
-                [
-                    s
-                    for s in text_string_to_metric_families(
-                        urllib.request.urlopen(url + "/metrics", timeout=60).read().decode()
-                    )
-                    if s.name == "tupletree_worker_memory_bytes"
-                ][0].samples
-            ),
-            "worker memory",
+            lambda: _families(url)["tupletree_worker_memory_bytes"].samples, "worker memory"
         )
         assert len(memory) == 2 and all(s.value > 1e6 for s in memory)
 

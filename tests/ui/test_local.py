@@ -333,3 +333,72 @@ def test_cli_names_an_unreachable_service(capsys):
     assert address in capsys.readouterr().err
     with pytest.raises(ui_client.UIClientError, match="HOST:PORT"):
         ui_client.UIClient("no-port")
+
+
+class _WithStalls(LocalCluster):
+    """A cluster that reports timed-out trees (as clusters with ``timed_out`` do)."""
+
+    def timed_out(self, name: str) -> list[dict[str, Any]]:
+        self.topology_info(name)  # unknown name: KeyError, as the real one raises
+        return [{"msg_id": i, "stalled_at": [{"component": "count", "task": 3}]} for i in range(60)]
+
+
+def test_timed_out_trees_are_listed_when_the_cluster_has_them(sim):
+    """A cluster without ``timed_out`` lists nothing (no key); one with it has its newest
+    50 trees in the topology answer, as plain JSON."""
+    sim.submit_topology("wc", CONF, word_count(limit=5))
+    assert "timedOutTrees" not in get(f"{sim.ui_url}{API}/wc")
+    with _WithStalls(simulate_time=True, ui_port=0) as cluster:
+        cluster.submit_topology("wc", CONF, word_count(limit=5))
+        trees = get(f"{cluster.ui_url}{API}/wc")["timedOutTrees"]
+        assert len(trees) == 50 and trees[-1]["msg_id"] == 59
+        assert trees[0]["stalled_at"] == [{"component": "count", "task": 3}]
+
+
+def test_run_prints_the_web_view_address_unless_told_not_to(tmp_path, capsys):
+    """`tupletree run` serves the web view and prints its address; --no-ui does not."""
+    from tupletree import cli
+
+    file = tmp_path / "tiny.py"
+    file.write_text(
+        "from tupletree import Spout, TopologyBuilder\n"
+        "class S(Spout):\n"
+        "    outputs = ['x']\n"
+        "    def open(self, conf, context, collector):\n"
+        "        self.c, self.n = collector, 0\n"
+        "    def next_tuple(self):\n"
+        "        if self.n < 10:\n"
+        "            self.n += 1\n"
+        "            self.c.emit([self.n], msg_id=self.n)\n"
+        "def topology():\n"
+        "    b = TopologyBuilder()\n"
+        "    b.set_spout('s', S())\n"
+        "    return b.create_topology()\n"
+    )
+    assert cli.main(["run", "--local", "--ui-port", "0", str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "web view at http://127.0.0.1:" in out and "done: 10 trees acked" in out
+    assert cli.main(["run", "--local", "--no-ui", str(file)]) == 0
+    assert "web view" not in capsys.readouterr().out
+
+
+def test_visualize_prints_mermaid_and_dot_and_renders_with_graphviz(tmp_path, capsys):
+    """Mermaid by default, DOT on request, an image through dot when it is installed."""
+    import shutil
+    from pathlib import Path
+
+    from tupletree import cli
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "word_count.py"
+    assert cli.main(["visualize", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart LR") and '-->|"fields(word)"| c_count' in out
+    assert cli.main(["visualize", str(example), "--format", "dot"]) == 0
+    assert '"split" -> "count" [label="fields(word)"];' in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"\.png, \.svg or \.pdf"):
+        cli.main(["visualize", str(example), "-o", str(tmp_path / "x.txt")])
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed: the image form is not tested")
+    image = tmp_path / "wc.svg"
+    assert cli.main(["visualize", str(example), "-o", str(image)]) == 0
+    assert "<svg" in image.read_text()
