@@ -111,42 +111,43 @@ def format_list(topologies: list[dict[str, Any]]) -> str:
     return _table(rows)
 
 
+def _count(key: str) -> Any:
+    return lambda c: f"{c[key]:,}"
+
+
+# (column, how to show it) of the stats tables: Storm's names, the page's figures.
+SPOUT_COLUMNS = (
+    ("spout", lambda c: c["spoutId"]),
+    ("tasks", lambda c: str(c["tasks"])),
+    ("emitted", _count("emitted")),
+    ("acked", _count("acked")),
+    ("failed", _count("failed")),
+    ("timed_out", _count("timedOut")),
+    ("pending", _count("pending")),
+    ("complete_ms", lambda c: _ms(c["completeLatency"])),
+)
+BOLT_COLUMNS = (
+    ("bolt", lambda c: c["boltId"]),
+    ("tasks", lambda c: str(c["tasks"])),
+    ("executed", _count("executed")),
+    ("emitted", _count("emitted")),
+    ("acked", _count("acked")),
+    ("failed", _count("failed")),
+    ("capacity", lambda c: f"{c['capacity']:.3f}"),
+    ("execute_ms", lambda c: _ms(c["executeLatency"])),
+)
+
+
 def format_stats(topo: dict[str, Any]) -> str:
     """A topology's components, one line each (what the page's table shows)."""
     lines = [
         f"{topo['name']}  {topo['status']}  up {topo['uptime']}  "
         f"acked {topo['acked']:,}  failed {topo['failed']:,}"
     ]
-    rows = [("spout", "tasks", "emitted", "acked", "failed", "timed_out", "pending", "complete_ms")]
-    for s in topo["spouts"]:
-        rows.append(
-            (
-                s["spoutId"],
-                str(s["tasks"]),
-                f"{s['emitted']:,}",
-                f"{s['acked']:,}",
-                f"{s['failed']:,}",
-                f"{s['timedOut']:,}",
-                f"{s['pending']:,}",
-                _ms(s["completeLatency"]),
-            )
-        )
-    lines += ["", _table(rows)]
-    rows = [("bolt", "tasks", "executed", "emitted", "acked", "failed", "capacity", "execute_ms")]
-    for b in topo["bolts"]:
-        rows.append(
-            (
-                b["boltId"],
-                str(b["tasks"]),
-                f"{b['executed']:,}",
-                f"{b['emitted']:,}",
-                f"{b['acked']:,}",
-                f"{b['failed']:,}",
-                f"{b['capacity']:.3f}",
-                _ms(b["executeLatency"]),
-            )
-        )
-    lines += ["", _table(rows)]
+    for columns, components in ((SPOUT_COLUMNS, topo["spouts"]), (BOLT_COLUMNS, topo["bolts"])):
+        rows = [tuple(name for name, _ in columns)]
+        rows += [tuple(show(c) for _, show in columns) for c in components]
+        lines += ["", _table(rows)]
     errors = topo.get("errors") or []
     if errors:
         last = errors[-1]

@@ -127,7 +127,7 @@ def _bolt(m: Mapping[str, Any], rates: Mapping[str, float] | None, basic: bool) 
     }
 
 
-def _last_errors(errors: list[dict[str, Any]], cid: str) -> str:
+def _last_error(errors: list[dict[str, Any]], cid: str) -> str:
     for err in reversed(errors):
         if err["component"] == cid:
             return err["error"]
@@ -182,7 +182,7 @@ def topology_page(
         base = {
             "executors": spec.parallelism,
             "tasks": spec.tasks,
-            "lastError": _last_errors(parsed, spec.id),
+            "lastError": _last_error(parsed, spec.id),
         }
         if spec.is_spout:
             spouts.append(
@@ -267,9 +267,8 @@ def component_page(
         executor_stats.append(stats)
     parsed = [e for e in (parse_error(x) for x in errors) if e["component"] == cid]
     kind = "spout" if is_spout else "bolt"
-    stats = (_spout if is_spout else lambda mm, rr: _bolt(mm, rr, basic))(
-        m, rates.get("components", {}).get(cid)
-    )
+    comp_rates = rates.get("components", {}).get(cid)
+    stats = _spout(m, comp_rates) if is_spout else _bolt(m, comp_rates, basic)
     inputs = (
         [
             {"component": s.source, "stream": s.stream, "grouping": s.grouping.kind}
