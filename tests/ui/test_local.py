@@ -402,3 +402,26 @@ def test_visualize_prints_mermaid_and_dot_and_renders_with_graphviz(tmp_path, ca
     image = tmp_path / "wc.svg"
     assert cli.main(["visualize", str(example), "-o", str(image)]) == 0
     assert "<svg" in image.read_text()
+
+
+class _Broken(LocalCluster):
+    """A cluster whose metrics fail as a SparkCluster's do once its Spark job ended."""
+
+    def metrics(self, name: str) -> dict[str, Any]:
+        from tupletree.spark.errors import SparkJobFailed
+
+        raise SparkJobFailed(f"topology {name!r}: the Spark job running its workers ended")
+
+
+def test_a_failing_cluster_call_is_a_json_500_naming_it():
+    """A cluster call that raises (not an unknown name) is a 500 with the exception's
+    message as JSON; the summary lists the topology as FAILED instead of failing."""
+    with _Broken(simulate_time=True, ui_port=0) as cluster:
+        cluster.submit_topology("wc", CONF, word_count(limit=5))
+        status, body = call("GET", f"{cluster.ui_url}{API}/wc")
+        assert status == 500
+        assert (
+            body["errorMessage"].startswith("SparkJobFailed: ") and "ended" in body["errorMessage"]
+        )
+        (entry,) = get(f"{cluster.ui_url}{API}/summary")["topologies"]
+        assert entry["status"] == "FAILED" and "ended" in entry["error"]

@@ -20,12 +20,16 @@ server is 403 (a page elsewhere cannot steer the cluster through the user's brow
 and while the service listens on a loopback address every request must name a loopback
 ``Host`` (a DNS-rebound name cannot read it either). Scripts (curl, the CLI) send no
 ``Origin`` and are unaffected.
+
+Any other failure of a cluster call (a Spark job that ended: SparkJobFailed) is a 500
+whose message is the exception's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -41,6 +45,8 @@ from tupletree.ui.prometheus import ClusterCollector
 
 if TYPE_CHECKING:
     from tupletree.ui.service import UIService
+
+log = logging.getLogger("tupletree.ui")
 
 API = "/api/v1"
 MAX_KILL_WAIT_SECS = 24 * 3600.0
@@ -90,6 +96,11 @@ async def _guard(
         if exc.status >= 400 and request.path.startswith(API):
             return _json_error(exc.status, exc.reason)
         raise
+    except Exception as exc:  # e.g. SparkJobFailed: the cluster's own words, as JSON
+        if not request.path.startswith(API):
+            raise
+        log.warning("tupletree ui: %s %s failed", request.method, request.path, exc_info=True)
+        return _json_error(500, f"{type(exc).__name__}: {exc}")
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
