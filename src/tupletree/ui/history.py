@@ -7,7 +7,8 @@ acked and failed trees per second and their mean complete latency per interval.
 
 Bounded: the timeline keeps at most ``max_points`` points (600: ten minutes at one sample a
 second) and the rate window at most ``max_points`` samples, whatever the sampling rate.
-Pure: no clock, no cluster; a test drives it with plain dicts.
+Pure: no clock, no cluster; a test drives it with plain dicts. One lock makes it safe to
+feed from a sampler thread while request handlers read it.
 
 Capacity is Storm's: the share of wall time a task spent executing tuples over the window
 (``busy_secs`` grown over time passed). Near 1 the task is the bottleneck.
@@ -15,6 +16,7 @@ Capacity is Storm's: the share of wall time a task spent executing tuples over t
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -73,11 +75,16 @@ class TopologyHistory:
         self.rate_window_secs = rate_window_secs
         self._samples: deque[tuple[float, dict[str, Any]]] = deque(maxlen=max_points)
         self._timeline: deque[dict[str, Any]] = deque(maxlen=max_points)
+        self._lock = threading.Lock()
 
     def add(self, t: float, metrics: Mapping[str, Mapping[str, Any]]) -> None:
         """Record a sample taken at ``t`` (seconds, any monotonic origin). A sample not
         later than the previous one is ignored."""
         sample = _reduce(metrics, self.spouts)
+        with self._lock:
+            self._add(t, sample)
+
+    def _add(self, t: float, sample: dict[str, Any]) -> None:
         if self._samples:
             t0, prev = self._samples[-1]
             if t <= t0:
@@ -103,9 +110,10 @@ class TopologyHistory:
         """``{"components": {cid: {...}}, "tasks": {task: {...}}}`` with emitted,
         transferred, executed, acked, failed per second and capacity (0..1) over the
         window; empty until two samples came."""
-        if len(self._samples) < 2:
-            return {"components": {}, "tasks": {}}
-        (t0, old), (t1, new) = self._samples[0], self._samples[-1]
+        with self._lock:
+            if len(self._samples) < 2:
+                return {"components": {}, "tasks": {}}
+            (t0, old), (t1, new) = self._samples[0], self._samples[-1]
         dt = t1 - t0
         components = {
             cid: _rates(v, old["components"].get(cid), dt) for cid, v in new["components"].items()
@@ -120,4 +128,5 @@ class TopologyHistory:
     def timeline(self) -> list[dict[str, Any]]:
         """Oldest first: ``{"t", "acked", "failed", "completeLatencyMs"}`` per interval
         (rates per second; latency None in an interval with no acked tree)."""
-        return list(self._timeline)
+        with self._lock:
+            return list(self._timeline)
