@@ -46,3 +46,27 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel(os.environ.get("TUPLETREE_SPARK_LOG_LEVEL", "FATAL"))
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["sim", "real", pytest.param("spark", marks=pytest.mark.spark)])
+def any_cluster(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The same test on LocalCluster in simulated time, LocalCluster in real time and
+    SparkCluster (2 workers per topology), through tests/clusters.py's harness."""
+    from .clusters import ClusterHarness
+
+    kind = request.param
+    if kind != "spark":
+        with LocalCluster(simulate_time=kind == "sim") as cluster:
+            yield ClusterHarness(kind, cluster)
+        return
+    session = request.getfixturevalue("spark")
+    from pyspark import cloudpickle
+
+    from tupletree.spark.cluster import SparkCluster
+
+    from . import registry
+
+    # Components call the journal functions; executors cannot import tests/.
+    cloudpickle.register_pickle_by_value(registry)
+    with SparkCluster(spark=session) as cluster:
+        yield ClusterHarness(kind, cluster, workers=2)

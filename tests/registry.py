@@ -1,13 +1,12 @@
-"""State shared by a test and its components' task copies (which are pickled), in
-this process: a Box handle, and journals keyed by string."""
+"""State shared by a test and its components' task copies (which are pickled): a Box
+handle (this process only), and journals (any process)."""
 
 from __future__ import annotations
 
 import itertools
-import threading
-import uuid
-from collections import defaultdict
 from typing import Any
+
+from tupletree.testing import SharedList
 
 _boxes: dict[int, dict[str, Any]] = {}
 _ids = itertools.count()
@@ -33,22 +32,18 @@ def _box(box_id: int) -> Box:
     return box
 
 
-# -- a journal that every pickled copy of a component can write to -------------------
-
-_JOURNAL_LOCK = threading.Lock()
-_JOURNAL: dict[str, list[Any]] = defaultdict(list)
+# -- a journal that every copy of a component can write to, in any process -----------
 
 
-def new_journal() -> str:
-    """A fresh journal key: components hold the key (a str pickles as itself)."""
-    return f"journal-{uuid.uuid4().hex}"
+def new_journal() -> SharedList:
+    """A fresh journal: components hold it (it pickles as a handle to this process's list,
+    which SparkCluster's worker processes reach over an authenticated local socket)."""
+    return SharedList("journal")
 
 
-def record(key: str, entry: Any) -> None:
-    with _JOURNAL_LOCK:
-        _JOURNAL[key].append(entry)
+def record(journal: SharedList, entry: Any) -> None:
+    journal.append(entry)
 
 
-def entries(key: str) -> list[Any]:
-    with _JOURNAL_LOCK:
-        return list(_JOURNAL[key])
+def entries(journal: SharedList) -> list[Any]:
+    return journal.items()

@@ -87,7 +87,7 @@ def run(sim_cluster, bolt: Emits) -> tuple[AckFailTracker, list[str], list[Any]]
     sink.direct_grouping("emitter", "targeted")
     sim_cluster.submit_topology("emits", {}, b.create_topology())
     feeder.feed(["hello"], msg_id="m1")
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     return tracker, sim_cluster.errors("emits"), entries(seen)
 
 
@@ -133,6 +133,6 @@ def test_the_worker_goes_on_after_a_bad_emit(sim_cluster):
     sim_cluster.submit_topology("goes-on", {}, b.create_topology())
     for i, line in enumerate(["a", "bad", "b"]):
         feeder.feed([line], msg_id=i)
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert tracker.failed == {1} and tracker.acked == {0, 2}
     assert sorted(v for _, v in entries(seen)) == [["a"], ["b"]]

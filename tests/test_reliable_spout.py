@@ -64,7 +64,7 @@ def test_replays_then_dead_letters(sim_cluster):
     sim_cluster.submit_topology(
         "r", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, b.create_topology()
     )
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     state = box.get()
     assert sorted(state["acked"]) == [1, 3, 4]
     assert state["dead"] == [(2, [2], 3)]  # first try + 2 retries
@@ -124,6 +124,6 @@ def test_replay_sends_the_values_as_first_emitted(sim_cluster):
     b.set_spout("src", Messages(1, box))
     b.set_bolt("work", ChangesValuesThenFailsOnce(box)).shuffle_grouping("src")
     sim_cluster.submit_topology("v", {}, b.create_topology())
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert box.get()["received"] == [[1], [1]]
     assert box.get()["acked"] == [1]

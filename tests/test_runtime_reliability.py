@@ -70,7 +70,7 @@ def test_capacity_guard_fails_new_trees_at_once(sim_cluster):
     sim_cluster.submit_topology("guard", conf, b.create_topology())
     for i in range(8):
         feeder.feed([i], msg_id=i)
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert tracker.failed == {5, 6, 7}
     assert tracker.acked == set()
 
@@ -108,7 +108,7 @@ def test_double_ack_is_harmless_and_late_anchor_is_an_error(sim_cluster):
     b.set_bolt("double", DoubleAcker(box)).shuffle_grouping("feed")
     sim_cluster.submit_topology("dbl", {}, b.create_topology())
     feeder.feed([1], msg_id="a")
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert tracker.acked == {"a"}
     (error,) = box.get()["errors"]
     assert "'double'" in error and "already acked" in error

@@ -1,11 +1,13 @@
 """Storm's integration scenarios (storm-core's integration tests), ported to tupletree.
 
 The scenarios, not the code: each one builds the same topology Storm's test builds and
-checks the same facts, on a simulated-time LocalCluster with a 10 s message timeout,
-so timeouts take milliseconds of real time.
+checks the same facts, with a 10 s message timeout, on every cluster (the ``cluster``
+fixture: LocalCluster in simulated time, where timeouts take milliseconds, LocalCluster
+in real time and SparkCluster, with periods scaled down; tests/clusters.py).
 
-Components are copied per task (pickled), so they report what they see through a
-module-level journal keyed by a string they carry, not through their own attributes.
+Components are copied per task (pickled, and on Spark into other processes), so they
+report what they see through journals (SharedLists) they carry, not through their own
+attributes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from tupletree import (
     Bolt,
     Config,
     FailedException,
-    LocalCluster,
     Spout,
     TopologyBuilder,
 )
@@ -47,9 +48,8 @@ def multiset(rows: list[list[Any]]) -> Counter:
 
 
 @pytest.fixture
-def cluster():
-    with LocalCluster(simulate_time=True) as c:
-        yield c
+def cluster(any_cluster):
+    return any_cluster
 
 
 # -- components (module level, so they pickle) ----------------------------------------
@@ -339,6 +339,11 @@ class AckCounter:
         new, self.seen = now - self.seen, now
         assert new == expected, f"expected {expected} new acks, got {new}"
 
+    def eventually(self, cluster: Any, expected: int) -> None:
+        """The same, allowing a real-time cluster time for the acks to arrive."""
+        cluster.until(lambda: len(self.tracker.acked) - self.seen >= expected)
+        self(expected)
+
 
 def tracked_feeder(fields: list[str]) -> tuple[FeederSpout, AckFailTracker, AckCounter]:
     tracker = AckFailTracker()
@@ -402,10 +407,11 @@ def test_timeout(cluster):
     feeder.feed(["b"], msg_id=2)
     feeder.feed(["c"], msg_id=3)
     cluster.advance_time(9)
-    assert tracker.acked == {1, 3}
-    assert tracker.failed == set()
+    assert cluster.until(lambda: tracker.acked == {1, 3})
+    if cluster.exact_time:
+        assert tracker.failed == set()
     cluster.advance_time(12)
-    assert tracker.failed == {2}
+    assert cluster.until(lambda: tracker.failed == {2})
     assert tracker.acked == {1, 3}
 
 
@@ -423,12 +429,13 @@ def test_reset_timeout_keeps_tuple_alive(cluster):
     feeder.feed(["a"], msg_id=1)
     cluster.advance_time(21)
     assert "held" in entries(journal)
-    assert entries(journal).count("tick") >= 5, "the bolt got too few tick tuples"
+    assert cluster.until(lambda: entries(journal).count("tick") >= 5), "too few tick tuples"
     assert tracker.failed == set()
-    assert tracker.acked == set()
+    if cluster.exact_time:
+        assert tracker.acked == set()
     cluster.advance_time(15)
-    assert "acked" in entries(journal)
-    assert tracker.acked == {1}
+    assert cluster.until(lambda: "acked" in entries(journal))
+    assert cluster.until(lambda: tracker.acked == {1})
     assert tracker.failed == set()
     cluster.advance_time(30)
     assert tracker.failed == set()
@@ -454,24 +461,24 @@ def test_acking(cluster):
     ids = itertools.count(1)
 
     feeder1.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(0)
     feeder2.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(1)
     check2(1)
     feeder1.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(0)
     feeder1.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(1)
     feeder3.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(0)
     check3(0)
     feeder2.feed([1], msg_id=next(ids))
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check1(1)
     check2(1)
     check3(1)
@@ -489,10 +496,10 @@ def test_ack_branching(cluster):
     cluster.submit_topology("test-acking2", TIMEOUT_CONF, b.create_topology())
     cluster.advance_time(11)
     feeder.feed([1], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(0)
     feeder.feed([1], msg_id=2)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(2)
     assert tracker.acked == {1, 2}
     assert tracker.failed == set()
@@ -508,12 +515,12 @@ def test_acking_self_anchor(cluster):
     cluster.submit_topology("self-anchor", TIMEOUT_CONF, b.create_topology())
     cluster.advance_time(11)
     feeder.feed([1], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(1)
     feeder.feed([1], msg_id=2)
     feeder.feed([1], msg_id=3)
     feeder.feed([1], msg_id=4)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     check(3)
     assert tracker.acked == {1, 2, 3, 4}
     assert tracker.failed == set()
@@ -529,7 +536,7 @@ def test_disabled_timeouts_never_fail(cluster):
     conf = {**TIMEOUT_CONF, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: False}
     cluster.submit_topology("no-timeouts", conf, b.create_topology())
     feeder.feed(["a"], msg_id=1)
-    cluster.advance_time(100)
+    cluster.advance_time(35)  # past 3 timeouts: any tree the ackers held would be gone
     assert entries(journal) == [["a"]]
     assert tracker.failed == set()
     assert tracker.acked == set()
@@ -545,14 +552,14 @@ def test_submit_inactive_topology(cluster):
     cluster.submit_topology("test", TIMEOUT_CONF, b.create_topology(), inactive=True)
     feeder.feed(["a"], msg_id=1)
     cluster.advance_time(9)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert entries(journal) == []
     assert tracker.acked == set()
     assert tracker.failed == set()
     cluster.activate("test")
     cluster.advance_time(2)
+    assert cluster.until(lambda: tracker.acked == {1})
     assert entries(journal) == [["a"]]
-    assert tracker.acked == {1}
     assert tracker.failed == set()
 
 
@@ -565,17 +572,18 @@ def test_deactivate_then_activate(cluster):
     b.set_bolt("2", RecordingAckBolt(journal)).global_grouping("1")
     cluster.submit_topology("toggle", TIMEOUT_CONF, b.create_topology())
     feeder.feed(["a"], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1}
     cluster.deactivate("toggle")
+    assert cluster.wait_idle()  # on Spark, deactivate reaches the workers by message
     feeder.feed(["b"], msg_id=2)
     cluster.advance_time(5)
     assert entries(journal) == [["a"]]
     assert tracker.acked == {1}
     cluster.activate("toggle")
     cluster.advance_time(1)
+    assert cluster.until(lambda: tracker.acked == {1, 2})
     assert entries(journal) == [["a"], ["b"]]
-    assert tracker.acked == {1, 2}
 
 
 def test_zero_ackers_acks_at_once(cluster):
@@ -588,10 +596,10 @@ def test_zero_ackers_acks_at_once(cluster):
     conf = {**TIMEOUT_CONF, Config.TOPOLOGY_ACKER_EXECUTORS: 0}
     cluster.submit_topology("at-most-once", conf, b.create_topology())
     feeder.feed(["a"], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1}
     assert entries(journal) == [["a"]]
-    cluster.advance_time(40)
+    cluster.advance_time(25)  # past 2 timeouts: a tracked tree would have failed
     assert tracker.failed == set()
 
 
@@ -604,10 +612,10 @@ def test_untracked_emit_is_never_acked_nor_failed(cluster):
     b.set_bolt("2", NeverAckBolt(journal)).global_grouping("1")
     cluster.submit_topology("untracked", TIMEOUT_CONF, b.create_topology())
     feeder.feed(["a"], msg_id=None)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert entries(journal) == [["a"]]
     assert tracker.acked == set()
-    cluster.advance_time(40)
+    cluster.advance_time(25)  # past 2 timeouts: a tracked tree would have failed
     assert tracker.acked == set()
     assert tracker.failed == set()
 
@@ -625,14 +633,14 @@ def test_basic_bolt_failures_and_errors(cluster):
     feeder.feed(["reject"], msg_id=2)
     feeder.feed(["crash"], msg_id=3)
     feeder.feed(["fine"], msg_id=4)
-    cluster.wait_idle()  # no time passes: the failures are explicit, not timeouts
+    assert cluster.wait_idle()  # no time passes: the failures are explicit, not timeouts
     assert tracker.failed == {2, 3}
     assert tracker.acked == {1, 4}
     assert entries(journal) == [["ok"], ["fine"]]
     errors = cluster.errors("basic")
     assert any("boom on crash" in e for e in errors), errors
     feeder.feed(["later"], msg_id=5)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1, 4, 5}
     assert entries(journal)[-1] == ["later"]
 
@@ -648,18 +656,24 @@ def test_max_spout_pending_bounds_in_flight_tuples(cluster):
     cluster.submit_topology("pending", conf, b.create_topology())
     for i in range(1, 31):
         feeder.feed([f"w{i}"], msg_id=i)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert entries(journal) == [["w1"], ["w2"]]
-    cluster.advance_time(5)
-    assert entries(journal) == [["w1"], ["w2"]]
-    assert tracker.failed == set()
+    if cluster.exact_time:
+        cluster.advance_time(5)
+        assert entries(journal) == [["w1"], ["w2"]]
+        assert tracker.failed == set()
     cluster.advance_time(25)
-    failed = tracker.failed
-    executed = entries(journal)
-    assert len(failed) >= 2
-    assert failed == set(range(1, len(failed) + 1))
-    assert len(executed) - len(failed) == 2
-    assert executed == [[f"w{i}"] for i in range(1, len(executed) + 1)]
+
+    def two_in_flight() -> bool:
+        failed, executed = tracker.failed, entries(journal)
+        return (
+            len(failed) >= 2
+            and failed == set(range(1, len(failed) + 1))
+            and len(executed) - len(failed) == 2
+            and executed == [[f"w{i}"] for i in range(1, len(executed) + 1)]
+        )
+
+    assert cluster.until(two_in_flight), (tracker.failed, entries(journal))
     assert tracker.acked == set()
 
 
@@ -676,13 +690,22 @@ def test_tick_tuples_at_configured_frequency(cluster):
     cluster.submit_topology("ticks", TIMEOUT_CONF, b.create_topology())
     feeder.feed(["w"], msg_id=1)
     cluster.advance_time(30)
+
+    def ticks() -> int:
+        return entries(ticking).count(("__system", "__tick"))
+
+    if cluster.exact_time:
+        assert 9 <= ticks() <= 11, entries(ticking)
+    else:  # a loaded machine may run a real-time worker's timers late
+        assert cluster.until(lambda: ticks() >= 5), entries(ticking)
     seen = entries(ticking)
-    ticks = seen.count(("__system", "__tick"))
-    assert 9 <= ticks <= 11, seen
     assert [e for e in seen if e != ("__system", "__tick")] == [("1", "default")]
     assert entries(quiet) == [("1", "default")]
     cluster.advance_time(30)
-    assert 19 <= entries(ticking).count(("__system", "__tick")) <= 21
+    if cluster.exact_time:
+        assert 19 <= ticks() <= 21
+    else:
+        assert cluster.until(lambda: ticks() >= 10), entries(ticking)
     assert entries(quiet) == [("1", "default")]
     assert cluster.errors("ticks") == []
 
@@ -697,9 +720,13 @@ def test_topology_level_tick_frequency_reaches_every_bolt(cluster):
     conf = {**TIMEOUT_CONF, Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: 5}
     cluster.submit_topology("ticks-all", conf, b.create_topology())
     cluster.advance_time(20)
-    assert 3 <= entries(j1).count(("__system", "__tick")) <= 5
-    # Every task of "b" gets its own ticks.
-    assert 6 <= entries(j2).count(("__system", "__tick")) <= 10
+    if cluster.exact_time:
+        assert 3 <= entries(j1).count(("__system", "__tick")) <= 5
+        # Every task of "b" gets its own ticks.
+        assert 6 <= entries(j2).count(("__system", "__tick")) <= 10
+    else:
+        assert cluster.until(lambda: entries(j1).count(("__system", "__tick")) >= 2)
+        assert cluster.until(lambda: entries(j2).count(("__system", "__tick")) >= 4)
 
 
 def test_metrics_count_what_happened(cluster):
@@ -714,7 +741,7 @@ def test_metrics_count_what_happened(cluster):
     feeder.feed(["a"], msg_id=1)
     feeder.feed(["b"], msg_id=2)
     feeder.feed(["c"], msg_id=3)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker.acked == {1, 3}
     assert tracker.failed == {2}
 
@@ -750,9 +777,15 @@ def test_metrics_count_timeouts(cluster):
     feeder.feed(["a"], msg_id=1)
     feeder.feed(["b"], msg_id=2)
     cluster.advance_time(25)
-    assert tracker.failed == {1, 2}
+    assert cluster.until(lambda: tracker.failed == {1, 2})
+
+    def spout_counts() -> tuple[int, int, int]:
+        src = cluster.metrics("timeouts")["src"]
+        return src["acked"], src["failed"], src["timed_out"]
+
+    # On Spark the figures arrive with the workers' periodic reports.
+    assert cluster.until(lambda: spout_counts() == (0, 2, 2)), spout_counts()
     m = cluster.metrics("timeouts")
-    assert (m["src"]["acked"], m["src"]["failed"], m["src"]["timed_out"]) == (0, 2, 2)
     assert m["src"]["complete_latency_ms"] is None
     assert (m["sink"]["executed"], m["sink"]["acked"]) == (2, 0)
 
@@ -770,25 +803,26 @@ def test_two_topologies_and_kill(cluster):
     j1, c1, j2, c2 = new_journal(), new_journal(), new_journal(), new_journal()
     topo1, feeder1, tracker1 = _pipeline(j1, c1)
     topo2, feeder2, tracker2 = _pipeline(j2, c2)
-    cluster.submit_topology("t1", TIMEOUT_CONF, topo1)
-    cluster.submit_topology("t2", TIMEOUT_CONF, topo2)
+    conf = {**TIMEOUT_CONF, Config.TOPOLOGY_WORKERS: 1}  # two topologies in two Spark slots
+    cluster.submit_topology("t1", conf, topo1)
+    cluster.submit_topology("t2", conf, topo2)
     feeder1.feed(["one"], msg_id="x1")
     feeder2.feed(["two"], msg_id="y1")
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker1.acked == {"x1"}
     assert tracker2.acked == {"y1"}
     assert entries(j1) == [["one"]]
     assert entries(j2) == [["two"]]
 
     cluster.kill_topology("t1")
-    assert entries(c1) == ["cleanup"]
+    assert cluster.until(lambda: entries(c1) == ["cleanup"])
     assert entries(c2) == []
     feeder2.feed(["again"], msg_id="y2")
     cluster.advance_time(2)
-    assert tracker2.acked == {"y1", "y2"}
+    assert cluster.until(lambda: tracker2.acked == {"y1", "y2"})
     assert entries(j2) == [["two"], ["again"]]
     assert entries(j1) == [["one"]]
-    assert cluster.metrics("t2")["2"]["executed"] == 2
+    assert cluster.until(lambda: cluster.metrics("t2")["2"]["executed"] == 2)
 
 
 def test_submitting_a_running_name_again_is_rejected(cluster):
@@ -796,10 +830,11 @@ def test_submitting_a_running_name_again_is_rejected(cluster):
     j1, c1, j2, c2 = new_journal(), new_journal(), new_journal(), new_journal()
     topo1, feeder1, tracker1 = _pipeline(j1, c1)
     topo2, _, _ = _pipeline(j2, c2)
-    cluster.submit_topology("same", TIMEOUT_CONF, topo1)
+    conf = {**TIMEOUT_CONF, Config.TOPOLOGY_WORKERS: 1}
+    cluster.submit_topology("same", conf, topo1)
     with pytest.raises(Exception, match="same"):  # API.md does not fix the type
-        cluster.submit_topology("same", TIMEOUT_CONF, topo2)
+        cluster.submit_topology("same", conf, topo2)
     feeder1.feed(["still"], msg_id=1)
-    cluster.wait_idle()
+    assert cluster.wait_idle()
     assert tracker1.acked == {1}
     assert entries(j1) == [["still"]]

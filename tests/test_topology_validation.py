@@ -522,7 +522,7 @@ def test_unknown_config_keys_and_component_config_reach_components():
     conf = {**CONF, "my.custom.key": "x", "my.other.key": "topology"}
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("conf", conf, b.create_topology())
-        cluster.wait_idle()
+        assert cluster.wait_idle()
     assert entries(j_plain) == [{"my.custom.key": "x", "my.other.key": "topology"}]
     assert entries(j_override) == [{"my.custom.key": "x", "my.other.key": "component"}]
 
@@ -649,7 +649,7 @@ def test_emit_returns_target_task_ids():
     b.set_bolt("everyone", WhereBolt(everyone_j), parallelism=2).all_grouping("relay")
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("returns", CONF, b.create_topology())
-        cluster.wait_idle()
+        assert cluster.wait_idle()
     spout_emits = [e for e in entries(spout_j) if e[0] != "ack"]
     assert [w for w, _ in spout_emits] == words
     returned_by_spout = {tuple(r) for _, r in spout_emits}
@@ -681,7 +681,7 @@ def test_emit_direct_goes_to_the_named_task():
     )
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("direct", CONF, b.create_topology())
-        cluster.wait_idle()
+        assert cluster.wait_idle()
     log = entries(journal)
     spout = [e for e in log if e[0] == "spout"]
     sink = [e for e in log if e[0] == "sink"]
@@ -807,7 +807,7 @@ def test_tracked_tree_through_every_grouping_is_acked():
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("every", CONF, b.create_topology())
         feeder.feed(["hello"], msg_id=1)
-        cluster.wait_idle()
+        assert cluster.wait_idle()
         assert tracker.acked == {1}
         assert tracker.failed == set()
         # shuffle, fields, global, none, local_or_shuffle, partial_key: 1 each;

@@ -1,16 +1,51 @@
-"""What LocalCluster and SparkCluster share: the DRPC server and the web view started
-with a cluster, the checks every submit makes, and the context-manager lifecycle.
+"""What LocalCluster and SparkCluster share: the ``Cluster`` protocol both implement,
+and ``ClusterBase``: the DRPC server and the web view started with a cluster, the checks
+every submit makes, and the context-manager lifecycle.
 
 The two clusters differ in how they run workers; everything a user sees the same on
-both lives here once, so it cannot drift apart.
+both lives here once, so it cannot drift apart. tests/test_two_clusters.py runs the
+Storm scenarios and the reliability transcripts on both, through this protocol.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tupletree.config import validate
 from tupletree.topology.builder import require_topology
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """What a test or a tool may rely on from any cluster.
+
+    ``simulate_time`` is True only on ``LocalCluster(simulate_time=True)``, which alone
+    has ``advance_time(secs)``; elsewhere time is real and ``wait_idle`` waits.
+    """
+
+    simulate_time: bool
+
+    def submit_topology(
+        self, name: str, conf: dict[str, Any] | None, topology: Any, inactive: bool = False
+    ) -> None: ...
+
+    def activate(self, name: str) -> None: ...
+
+    def deactivate(self, name: str) -> None: ...
+
+    def kill_topology(self, name: str) -> None: ...
+
+    def topologies(self) -> list[str]: ...
+
+    def metrics(self, name: str) -> dict[str, dict[str, Any]]: ...
+
+    def errors(self, name: str) -> list[str]: ...
+
+    def topology_info(self, name: str) -> dict[str, Any]: ...
+
+    def wait_idle(self, timeout: float | None = 60.0) -> bool: ...
+
+    def shutdown(self) -> None: ...
 
 
 class ClusterBase:

@@ -3,9 +3,9 @@
 Decision: the per-tuple path (tuples, collectors, executors, routing, the reliability
 core) is plain, type-annotated Python that mypyc compiles to C extension modules when
 tupletree is built (setup.py). The compiled code runs the same source with the same
-semantics and about half the instructions (word count: 162,191 -> 85,610 per sentence,
-bench/instructions.sh); where no C compiler is at hand, or with ``TUPLETREE_PURE=1`` at
-build time, the same modules run interpreted.
+semantics and about half the instructions (bench/instructions.sh; the figures are in
+notes/performance.md and the README); where no C compiler is at hand, or with
+``TUPLETREE_PURE=1`` at build time, the same modules run interpreted.
 
 The rules that keep these modules compilable and fast: no attributes created with
 ``setattr``, no ``*args`` forwarding to ``super().__init__``, no method aliases in class
@@ -14,8 +14,8 @@ run time, so ``values: list`` would turn EmitError's clear message into a TypeEr
 and ``Id`` (reliability/ids.py), not ``int``, for 64-bit tuple ids. And check the
 generated C (build/__native_tupletree.c) for ``CPyObject_GetAttr``/``PyObject_SetAttr``
 on hot lines: an attribute of a value typed ``Any`` or ``X | None``, or ``x.__class__``,
-is looked up by name at run time; typing ``metrics`` as TaskMetrics and narrowing one
-Optional took 129,317 -> 109,407 instructions per sentence.
+is looked up by name at run time (typing ``metrics`` as TaskMetrics and narrowing one
+Optional saved a sixth of the instructions per sentence: notes/performance.md).
 
 This module is read by setup.py before tupletree is installed: standard library only.
 """

@@ -9,6 +9,7 @@ bug waiting to happen.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tupletree.errors import InvalidConfigError
@@ -42,25 +43,6 @@ class Config:
     # which the DRPC builder sets on the bolts it wraps to drive their expiry, leaving
     # topology.tick.tuple.freq.secs (at either level) to the user's bolt.
     TOPOLOGY_SYSTEM_TICK_FREQ_SECS = "tupletree.system.tick.freq.secs"
-
-
-DEFAULTS: dict[str, Any] = {
-    Config.TOPOLOGY_WORKERS: 1,
-    Config.TOPOLOGY_ACKER_EXECUTORS: None,
-    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,
-    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
-    Config.TOPOLOGY_MAX_SPOUT_PENDING: None,
-    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: None,
-    Config.TOPOLOGY_DEBUG: False,
-    Config.TOPOLOGY_ACKER_HIGH_WATER: 2**20,
-    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 16384,
-    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: 256,
-    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: True,
-    Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 0.8,
-    Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 0.2,
-    Config.DRPC_REQUEST_TIMEOUT_SECS: 600,
-    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: None,
-}
 
 
 def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
@@ -105,23 +87,35 @@ def _bool(value: Any) -> str | None:
     return None
 
 
-_CHECKS: dict[str, Callable[[Any], str | None]] = {
-    Config.TOPOLOGY_WORKERS: _int(1),
-    Config.TOPOLOGY_ACKER_EXECUTORS: _int(0, optional=True),
-    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: _number(positive=True),
-    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: _bool,
-    Config.TOPOLOGY_MAX_SPOUT_PENDING: _int(1, optional=True),
-    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: _number(positive=True, optional=True),
-    Config.TOPOLOGY_DEBUG: _bool,
-    Config.TOPOLOGY_ACKER_HIGH_WATER: _int(1),
-    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: _int(1),
-    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: _int(1),
-    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: _bool,
-    Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: _fraction,
-    Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: _fraction,
-    Config.DRPC_REQUEST_TIMEOUT_SECS: _number(positive=True),
-    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: _number(positive=True, optional=True),
+@dataclass(frozen=True)
+class Setting:
+    """A known key's default and the check its values must pass (a message, or None)."""
+
+    default: Any
+    check: Callable[[Any], str | None]
+
+
+# The one table of known keys; tests/test_config.py checks that it and Config name the
+# same keys.
+SETTINGS: dict[str, Setting] = {
+    Config.TOPOLOGY_WORKERS: Setting(1, _int(1)),
+    Config.TOPOLOGY_ACKER_EXECUTORS: Setting(None, _int(0, optional=True)),
+    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: Setting(30, _number(positive=True)),
+    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: Setting(True, _bool),
+    Config.TOPOLOGY_MAX_SPOUT_PENDING: Setting(None, _int(1, optional=True)),
+    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
+    Config.TOPOLOGY_DEBUG: Setting(False, _bool),
+    Config.TOPOLOGY_ACKER_HIGH_WATER: Setting(2**20, _int(1)),
+    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(16384, _int(1)),
+    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: Setting(256, _int(1)),
+    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: Setting(True, _bool),
+    Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: Setting(0.8, _fraction),
+    Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: Setting(0.2, _fraction),
+    Config.DRPC_REQUEST_TIMEOUT_SECS: Setting(600, _number(positive=True)),
+    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
 }
+
+DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}
 
 
 def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -140,8 +134,8 @@ def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
                 f"config keys must be strings, got {key!r}", key=repr(key), value=conf[key]
             )
     merged = {**DEFAULTS, **conf}
-    for key, check in _CHECKS.items():
-        problem = check(merged[key])
+    for key, setting in SETTINGS.items():
+        problem = setting.check(merged[key])
         if problem is not None:
             raise InvalidConfigError(f"config key {key!r} {problem}", key=key, value=merged[key])
     lower = merged[Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND]
@@ -160,8 +154,8 @@ def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
 def validate_component_conf(component: str, conf: Mapping[str, Any]) -> None:
     """Check per-component overrides (``add_configuration``) with the same rules."""
     for key, value in conf.items():
-        check = _CHECKS.get(key)
-        problem = check(value) if check else None
+        setting = SETTINGS.get(key)
+        problem = setting.check(value) if setting else None
         if problem is not None:
             raise InvalidConfigError(
                 f"component {component!r}: config key {key!r} {problem}", key=key, value=value

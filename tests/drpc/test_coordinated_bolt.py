@@ -55,7 +55,7 @@ def test_unfinished_request_state_expires_with_message_timeout(sim_cluster):
     sim_cluster.submit_topology("c", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topology)
     feeder.feed(["r1", "a"], msg_id=1)
     feeder.feed(["r2", "b"], msg_id=2)
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert tracked(sim_cluster, "c", "b0") == 2
     assert tracked(sim_cluster, "c", "b1") == 2
     sim_cluster.advance_time(5)
@@ -76,7 +76,7 @@ def test_finished_requests_leave_no_state(sim_cluster):
     sim_cluster.submit_topology("c", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}, topology)
     for i in range(20):
         feeder.feed([f"r{i}", "x"], msg_id=i)
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert tracked(sim_cluster, "c", "b0") == 0
     # b1 (TimeoutRecorder, not a FinishedCallback) finished too: one report, counts match.
     assert tracked(sim_cluster, "c", "b1") == 0

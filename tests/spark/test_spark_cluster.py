@@ -455,7 +455,7 @@ def test_metrics_raise_once_the_spark_job_has_ended(cluster: SparkCluster) -> No
     with pytest.raises(SparkJobFailed, match="'ends'"):
         cluster.metrics("ends")
     with pytest.raises(SparkJobFailed, match="'ends'"):
-        cluster.wait_idle(5)
+        assert cluster.wait_idle(5)
     assert any("Spark job running the workers ended" in e for e in cluster.errors("ends"))
     cluster.kill_topology("ends")
     assert "ends" not in cluster.topologies()

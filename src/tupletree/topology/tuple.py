@@ -18,10 +18,10 @@ nothing is copied per tuple), and the reliability fields:
   ====================  ==========  ==========  =================================
 
   Ids are never 0, so ``_root`` doubles as the "one tree" flag. A ``{root: edge}`` dict
-  on every tracked tuple (the earlier design) cost 13% of the compiled word count's
-  instructions, to build, iterate and free (109,407 -> 95,440 per sentence without it,
-  bench/instructions.sh). ``_tree_edges()`` gives every case as a dict, for code off
-  the hot path; ``in_trees`` builds a Tuple from one.
+  on every tracked tuple (the earlier design) cost a good share of the compiled word
+  count's instructions, to build, iterate and free (notes/performance.md has the
+  figures). ``_tree_edges()`` gives every case as a dict, for code off the hot path;
+  ``in_trees`` builds a Tuple from one.
 - ``_ack_val``: the XOR of the edge ids of every child anchored to this tuple so far.
   A bolt's ack sends, per tree, ``edge ^ _ack_val``.
 """

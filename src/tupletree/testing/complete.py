@@ -1,186 +1,38 @@
-"""Test helpers, Storm's way: feed a running topology, track acks, complete a topology.
+"""complete_topology: run a topology over fixed data to the end and return every emit.
 
-Components are copied per task (pickle), so helpers that a test must reach while the
-topology runs (a FeederSpout's queue, an AckFailTracker's sets, captured emits) keep
-their state in a process-wide registry keyed by id; each copy re-attaches to it when
-unpickled. That is why these helpers work on LocalCluster (one process) only.
+Storm's ``complete-topology``: spouts named in MockedSources are replaced by
+FixedTupleSpouts, every component is wrapped to capture what it emits, the topology runs
+until every fixed tuple is acked or failed, and is killed. Captures and settlements go
+through SharedLists (``testing/shared.py``), so it runs the same on LocalCluster (in
+simulated time it advances the clock instead of sleeping) and on SparkCluster.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
-import uuid
-import weakref
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tupletree.local import LocalCluster
+from tupletree.cluster import Cluster
+from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import ComponentSpec, Topology, validate_structure
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt, Spout
 
-__all__ = [
-    "AckFailTracker",
-    "FeederSpout",
-    "FixedTupleSpout",
-    "MockedSources",
-    "complete_topology",
-    "read_tuples",
-]
-
-_registry: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-
-
-class _Shared:
-    """A registry entry: any shared state, reachable by id from every copy."""
-
-    def __init__(self, **state: Any) -> None:
-        self.__dict__.update(state)
-
-
-def _shared(key: str, **initial: Any) -> _Shared:
-    found = _registry.get(key)
-    if found is None:
-        found = _Shared(**initial)
-        _registry[key] = found
-    return found
-
-
-def _lookup(key: str, what: str) -> _Shared:
-    found = _registry.get(key)
-    if found is None:
-        raise RuntimeError(
-            f"{what} {key} is not in this process: testing helpers share state in memory "
-            "and work on LocalCluster only"
-        )
-    return found
-
-
-class AckFailTracker:
-    """Records which message ids a spout saw acked and failed.
-
-    ``acked`` and ``failed`` return copies, so a test may read them while the topology
-    runs on another thread.
-    """
-
-    def __init__(self) -> None:
-        self._key = f"tracker-{uuid.uuid4()}"
-        self._state = _shared(self._key, lock=threading.Lock(), acked=set(), failed=set())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_tracker_from_registry, (self._key,))
-
-    def ack(self, msg_id: Any) -> None:
-        with self._state.lock:
-            self._state.acked.add(msg_id)
-
-    def fail(self, msg_id: Any) -> None:
-        with self._state.lock:
-            self._state.failed.add(msg_id)
-
-    @property
-    def acked(self) -> set[Any]:
-        with self._state.lock:
-            return set(self._state.acked)
-
-    @property
-    def failed(self) -> set[Any]:
-        with self._state.lock:
-            return set(self._state.failed)
-
-    def is_acked(self, msg_id: Any) -> bool:
-        return msg_id in self.acked
-
-    def is_failed(self, msg_id: Any) -> bool:
-        return msg_id in self.failed
-
-
-def _tracker_from_registry(key: str) -> AckFailTracker:
-    tracker = AckFailTracker.__new__(AckFailTracker)
-    tracker._key = key
-    tracker._state = _lookup(key, "AckFailTracker")
-    return tracker
-
-
-class FeederSpout(Spout):
-    """A spout a test feeds by hand: ``feed(values, msg_id=None)`` from any thread.
-
-    Each ``next_tuple`` emits one fed tuple (in feed order, shared by all its tasks);
-    acks and fails go to ``tracker``.
-    """
-
-    def __init__(
-        self,
-        fields: Iterable[str],
-        tracker: AckFailTracker | None = None,
-        stream: str = DEFAULT_STREAM,
-    ) -> None:
-        self.fields = list(fields)
-        self.tracker = tracker
-        self.stream = stream
-        self._key = f"feeder-{uuid.uuid4()}"
-        # Hold the registry entry itself (the registry only keeps weak references).
-        self._shared = _shared(self._key, items=deque(), wakeups=[])
-        self._queue = self._shared.items
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "fields": self.fields,
-            "tracker": self.tracker,
-            "stream": self.stream,
-            "_key": self._key,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._shared = _lookup(self._key, "FeederSpout")
-        self._queue = self._shared.items
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare_stream(self.stream, self.fields)
-
-    def feed(self, values: list[Any], msg_id: Any = None) -> None:
-        """Queue a tuple; ``msg_id=None`` emits it untracked."""
-        self._queue.append((list(values), msg_id))
-        for wakeup in list(self._shared.wakeups):
-            wakeup()
-
-    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        self.collector = collector
-        self._wakeup = context.wakeup
-        self._shared.wakeups.append(self._wakeup)
-
-    def close(self) -> None:
-        wakeup = getattr(self, "_wakeup", None)  # absent if open() never ran
-        if wakeup in self._shared.wakeups:
-            self._shared.wakeups.remove(wakeup)
-
-    def next_tuple(self) -> None:
-        try:
-            values, msg_id = self._queue.popleft()
-        except IndexError:
-            return
-        self.collector.emit(values, msg_id=msg_id, stream=self.stream)
-
-    def ack(self, msg_id: Any) -> None:
-        if self.tracker is not None:
-            self.tracker.ack(msg_id)
-
-    def fail(self, msg_id: Any) -> None:
-        if self.tracker is not None:
-            self.tracker.fail(msg_id)
+__all__ = ["FixedTupleSpout", "MockedSources", "Results", "complete_topology", "read_tuples"]
 
 
 class FixedTupleSpout(Spout):
-    """Emits a fixed list of tuples once, each with a message id, its tasks splitting
-    the list between them (Storm's FixedTupleSpout). Counts acks and fails so
-    ``complete_topology`` knows when every tuple is settled."""
+    """Emits a fixed list of tuples once, each with its index as message id, its tasks
+    splitting the list between them (Storm's FixedTupleSpout). Records each ack and fail
+    in ``settled`` as ``(ACKED or FAILED, index)``, so ``complete_topology`` knows when
+    every tuple is settled, and how."""
 
-    def __init__(self, tuples: list[list[Any]], fields: list[str], key: str) -> None:
+    def __init__(self, tuples: list[list[Any]], fields: list[str], settled: SharedList) -> None:
         self.tuples = [list(t) for t in tuples]
         self.fields = fields
-        self.key = key
+        self.settled = settled
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(self.fields)
@@ -190,7 +42,6 @@ class FixedTupleSpout(Spout):
         start = tasks.index(context.task_id)
         self._todo = deque(range(start, len(self.tuples), len(tasks)))
         self._collector = collector
-        self._state = _lookup(self.key, "FixedTupleSpout")
 
     def next_tuple(self) -> None:
         if self._todo:
@@ -198,10 +49,14 @@ class FixedTupleSpout(Spout):
             self._collector.emit(self.tuples[i], msg_id=i)
 
     def ack(self, msg_id: Any) -> None:
-        with self._state.lock:
-            self._state.settled += 1
+        self.settled.append((ACKED, msg_id))
 
-    fail = ack
+    def fail(self, msg_id: Any) -> None:
+        self.settled.append((FAILED, msg_id))
+
+
+ACKED = "acked"
+FAILED = "failed"
 
 
 class MockedSources:
@@ -212,17 +67,14 @@ class MockedSources:
 
 
 class _Capture:
-    """Records emits into the shared capture store of a completing topology."""
+    """Records one component's emits into the completing topology's shared list."""
 
-    def __init__(self, key: str, component: str) -> None:
-        self.key = key
+    def __init__(self, emitted: SharedList, component: str) -> None:
+        self.emitted = emitted
         self.component = component
 
-    def attach(self) -> None:
-        self._store = _lookup(self.key, "capture").emitted
-
     def record(self, stream: str, values: Any) -> None:
-        self._store.append((self.component, stream, list(values)))
+        self.emitted.append((self.component, stream, list(values)))
 
 
 class _CapturingCollector:
@@ -268,7 +120,6 @@ class _CapturingSpout(Spout):
         self.inner.declare_output_fields(declarer)
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        self.capture.attach()
         self.inner.open(conf, context, _CapturingCollector(collector, self.capture))
 
     def next_tuple(self) -> None:
@@ -299,7 +150,6 @@ class _CapturingBolt(Bolt):
         self.inner.declare_output_fields(declarer)
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        self.capture.attach()
         self.inner.prepare(conf, context, _CapturingCollector(collector, self.capture))
 
     def execute(self, tup: Any) -> None:
@@ -318,7 +168,6 @@ class _CapturingBasicBolt(BasicBolt):
         self.inner.declare_output_fields(declarer)
 
     def prepare(self, conf: dict[str, Any], context: Any) -> None:
-        self.capture.attach()
         self._wrapped: dict[int, _CapturingBasicCollector] = {}
         self.inner.prepare(conf, context)
 
@@ -344,18 +193,30 @@ def _capturing(obj: Any, capture: _Capture) -> Any:
 
 _names = itertools.count(1)
 
-Results = dict[str, dict[str, list[list[Any]]]]
+
+class Results(dict[str, dict[str, list[list[Any]]]]):
+    """What ``complete_topology`` captured: ``{component: {stream: [values, ...]}}``.
+
+    ``acked`` and ``failed`` say, per mocked spout, which of its tuples (indices into its
+    mocked list) had their tree acked and which failed or timed out: a run that "completed"
+    by failing every tuple is told apart from one that processed them.
+    """
+
+    def __init__(self, components: Iterable[str]) -> None:
+        super().__init__((cid, {}) for cid in components)
+        self.acked: dict[str, set[int]] = {}
+        self.failed: dict[str, set[int]] = {}
 
 
 def complete_topology(
-    cluster: LocalCluster,
+    cluster: Cluster,
     topology: Topology,
     mocked_sources: MockedSources | None = None,
     conf: dict[str, Any] | None = None,
     timeout_secs: float = 60.0,
 ) -> Results:
     """Run ``topology`` until every mocked spout tuple is acked or failed, capturing every
-    emit of every component; kill it and return ``{component: {stream: [values...]}}``.
+    emit of every component; kill it and return the captures (``Results``).
 
     Spouts named in ``mocked_sources`` are replaced by FixedTupleSpouts declaring the
     same fields. On a simulated-time cluster time is advanced instead of slept; in both
@@ -368,62 +229,63 @@ def complete_topology(
             f"mocked sources {unknown} are not spouts of this topology; "
             f"its spouts are {sorted(s.id for s in topology.spouts)}"
         )
-    key = f"complete-{uuid.uuid4()}"
-    store = _shared(key, emitted=[])
+    emitted = SharedList("emitted")
+    settled: dict[str, SharedList] = {}
     specs = []
-    fixed_keys = []
     for cid, spec in topology.components.items():
         obj = spec.obj
         if cid in mocked:
             default = spec.streams.get(DEFAULT_STREAM)
             if default is None:
                 raise ValueError(f"mocked spout {cid!r} declares no default stream")
-            fkey = f"{key}-{cid}"
-            fixed_keys.append((_shared(fkey, lock=threading.Lock(), settled=0), len(mocked[cid])))
-            obj = FixedTupleSpout(mocked[cid], default.fields.to_list(), fkey)
+            settled[cid] = SharedList(f"settled-{cid}")
+            obj = FixedTupleSpout(mocked[cid], default.fields.to_list(), settled[cid])
         new = ComponentSpec(
-            cid, _capturing(obj, _Capture(key, cid)), spec.kind, spec.parallelism, spec.tasks
+            cid, _capturing(obj, _Capture(emitted, cid)), spec.kind, spec.parallelism, spec.tasks
         )
         new.conf = dict(spec.conf)
         new.inputs = list(spec.inputs)
         specs.append(new)
     wrapped = validate_structure(specs, allow_system=True)
+    expected = {cid: len(rows) for cid, rows in mocked.items()}
 
     def done() -> bool:
-        return all(state.settled >= n for state, n in fixed_keys)
+        return all(len({i for _, i in settled[cid].items()}) >= n for cid, n in expected.items())
 
     name = f"complete-topology-{next(_names)}"
     cluster.submit_topology(name, conf, wrapped)
     try:
-        if cluster.simulate_time:
+        if getattr(cluster, "simulate_time", False):
             waited = 0.0
             cluster.wait_idle()
             while not done():
                 if waited >= timeout_secs:
-                    raise TimeoutError(_not_done(name, fixed_keys, timeout_secs))
-                cluster.advance_time(1)
+                    raise TimeoutError(_not_done(name, settled, expected, timeout_secs))
+                cluster.advance_time(1)  # type: ignore[attr-defined]
                 waited += 1
         else:
-            import time
-
             deadline = time.monotonic() + timeout_secs
             while not (cluster.wait_idle(timeout=1.0) and done()):
                 if time.monotonic() > deadline:
-                    raise TimeoutError(_not_done(name, fixed_keys, timeout_secs))
+                    raise TimeoutError(_not_done(name, settled, expected, timeout_secs))
     finally:
         cluster.kill_topology(name)
-    results: Results = {cid: {} for cid in topology.components}
-    for component, stream, values in store.emitted:
+    results = Results(topology.components)
+    for component, stream, values in emitted.items():
         results[component].setdefault(stream, []).append(values)
+    for cid, outcomes in settled.items():
+        results.acked[cid] = {i for how, i in outcomes.items() if how == ACKED}
+        results.failed[cid] = {i for how, i in outcomes.items() if how == FAILED}
     return results
 
 
-def _not_done(name: str, fixed: list[tuple[_Shared, int]], secs: float) -> str:
-    settled = sum(s.settled for s, _ in fixed)
-    total = sum(n for _, n in fixed)
+def _not_done(
+    name: str, settled: dict[str, SharedList], expected: dict[str, int], secs: float
+) -> str:
+    done = sum(len({i for _, i in s.items()}) for s in settled.values())
     return (
-        f"complete_topology: {name}: only {settled} of {total} mocked tuples were acked or "
-        f"failed within {secs} s"
+        f"complete_topology: {name}: only {done} of {sum(expected.values())} mocked tuples "
+        f"were acked or failed within {secs} s"
     )
 
 

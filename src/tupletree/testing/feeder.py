@@ -1,0 +1,125 @@
+"""FeederSpout and AckFailTracker: feed a running topology by hand, see what it settled.
+
+Both keep their state in SharedLists (``testing/shared.py``), so they work the same on
+LocalCluster and on SparkCluster, whose spout copies run in other processes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tupletree.testing.shared import SharedList
+from tupletree.topology.components import DEFAULT_STREAM, Spout
+
+__all__ = ["AckFailTracker", "FeederSpout"]
+
+# A copy in another process asks the test's process for a fed tuple over a socket; when
+# the queue was empty it waits this long before asking again, so an idle worker does not
+# spin on the test process. In the test's own process the queue is read directly.
+REMOTE_POLL_SECS = 0.005
+
+
+class AckFailTracker:
+    """Records which message ids a spout saw acked and failed.
+
+    ``acked`` and ``failed`` return copies (sets), so a test may read them while the
+    topology runs on another thread or in other processes.
+    """
+
+    def __init__(self) -> None:
+        self._acked = SharedList("acked")
+        self._failed = SharedList("failed")
+
+    def ack(self, msg_id: Any) -> None:
+        self._acked.append(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self._failed.append(msg_id)
+
+    @property
+    def acked(self) -> set[Any]:
+        return set(self._acked.items())
+
+    @property
+    def failed(self) -> set[Any]:
+        return set(self._failed.items())
+
+    def is_acked(self, msg_id: Any) -> bool:
+        return msg_id in self.acked
+
+    def is_failed(self, msg_id: Any) -> bool:
+        return msg_id in self.failed
+
+
+# Wake-up callbacks of the FeederSpout copies running in this process, by queue key:
+# feed() wakes their workers so a fed tuple does not wait for an idle sleep to end.
+_wakeups: dict[str, list[Callable[[], None]]] = {}
+
+
+class FeederSpout(Spout):
+    """A spout a test feeds by hand: ``feed(values, msg_id=None)`` from any thread.
+
+    Each ``next_tuple`` emits one fed tuple (in feed order, shared by all its tasks);
+    acks and fails go to ``tracker``.
+    """
+
+    def __init__(
+        self,
+        fields: Iterable[str],
+        tracker: AckFailTracker | None = None,
+        stream: str = DEFAULT_STREAM,
+    ) -> None:
+        self.fields = list(fields)
+        self.tracker = tracker
+        self.stream = stream
+        self.queue = SharedList("feeder")
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream(self.stream, self.fields)
+
+    def feed(self, values: list[Any], msg_id: Any = None) -> None:
+        """Queue a tuple; ``msg_id=None`` emits it untracked."""
+        self.queue.append((list(values), msg_id))
+        for wakeup in list(_wakeups.get(self.queue.key, ())):
+            wakeup()
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self._next_poll = 0.0
+        self._wakeup = context.wakeup
+        _wakeups.setdefault(self.queue.key, []).append(self._wakeup)
+
+    def close(self) -> None:
+        wakeup = getattr(self, "_wakeup", None)  # absent if open() never ran
+        if wakeup is not None:
+            _forget(self.queue.key, wakeup)
+
+    def next_tuple(self) -> None:
+        now = time.monotonic()
+        if now < self._next_poll:
+            return
+        found, item = self.queue.pop_first()
+        if not found:
+            if self.queue.is_remote:
+                self._next_poll = now + REMOTE_POLL_SECS
+            return
+        values, msg_id = item
+        self.collector.emit(values, msg_id=msg_id, stream=self.stream)
+
+    def ack(self, msg_id: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.ack(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.fail(msg_id)
+
+
+def _forget(key: str, wakeup: Callable[[], None]) -> None:
+    waiting = _wakeups.get(key)
+    if waiting is not None and wakeup in waiting:
+        waiting.remove(wakeup)
+        if not waiting:
+            del _wakeups[key]
