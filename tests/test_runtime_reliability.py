@@ -129,3 +129,39 @@ def test_feeding_a_spout_wakes_its_worker(sim_cluster):
     sim_cluster.kill_topology("wake")
     feeder.feed([2])
     assert len(woken) == 2  # closed tasks unregister
+
+
+class FailsOnFirstTask(Bolt):
+    """Fails inputs marked "storm" on the component's first task, acks everything else:
+    a tree sent to every task fails by one branch while its other branches ack."""
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.first = context.task_id == context.this_component_tasks()[0]
+
+    def execute(self, tup: Any) -> None:
+        if self.first and tup[0] == "storm":
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_failure_storm_does_not_fail_healthy_trees(sim_cluster):
+    """Issue 13 (3) end to end: 1000 trees each failed by one branch (the other two
+    branches' acks reach the acker after the fail), then 600 healthy trees, with
+    topology.acker.high.water 1000: every healthy tree is acked."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["kind"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("branches", FailsOnFirstTask(), parallelism=3).all_grouping("feed")
+    conf = {Config.TOPOLOGY_ACKER_HIGH_WATER: 1000}
+    sim_cluster.submit_topology("storm", conf, b.create_topology())
+    for i in range(1000):
+        feeder.feed(["storm"], msg_id=("storm", i))
+    sim_cluster.wait_idle()
+    for i in range(600):
+        feeder.feed(["fine"], msg_id=("fine", i))
+    sim_cluster.wait_idle()
+    assert tracker.failed == {("storm", i) for i in range(1000)}
+    assert tracker.acked == {("fine", i) for i in range(600)}
