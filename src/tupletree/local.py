@@ -19,6 +19,7 @@ from tupletree.cluster import ClusterBase
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.metrics import aggregate
+from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 
@@ -199,6 +200,12 @@ class LocalCluster(ClusterBase):
         timed_out, errors and, for spouts, complete latency (mean, p50, p99 in ms)."""
         worker = self._worker(name)
         return aggregate(worker.metrics_snapshot(), worker.layout.task_to_component)
+
+    def timed_out(self, name: str) -> list[TimedOutTree]:
+        """Recent trees that timed out, newest last (at most 100): each names its spout
+        task and message id and the tasks that still held one of its tuples, queued or
+        handed to ``execute`` (runtime/stalls.py)."""
+        return self._worker(name).timed_out.records()
 
     def errors(self, name: str) -> list[str]:
         """Errors reported by the topology's tasks (user exceptions), oldest first."""

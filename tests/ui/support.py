@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from tupletree import BasicBolt, Config, Spout, TopologyBuilder
+from tupletree import BasicBolt, Bolt, Config, Spout, TopologyBuilder
 
 SENTENCES = ["the cow jumped over the moon", "an apple a day", "four score and seven"]
 
@@ -58,6 +58,13 @@ class Count(BasicBolt):
         if self.fail_every and word == "moon" and self.counts[word] % self.fail_every == 0:
             raise ValueError(f"moon number {self.counts[word]} is unlucky")
         collector.emit([word, self.counts[word]])
+
+
+class NeverAcks(Bolt):
+    """Holds every tuple: its trees time out."""
+
+    def execute(self, tup: Any) -> None:
+        pass
 
 
 def word_count(limit: int | None = None, fail_every: int | None = None) -> Any:

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tupletree import Bolt, Config, LocalCluster, TopologyBuilder
+from tupletree import Config, LocalCluster, TopologyBuilder
 from tupletree.ui import client as ui_client
 
-from .support import CONF, Sentences, call, eventually, get, text, word_count
+from .support import CONF, NeverAcks, Sentences, call, eventually, get, text, word_count
 
 API = "/api/v1/topology"
 
@@ -178,13 +178,6 @@ def test_kill_removes_the_topology(live):
     assert live.topologies() == []
 
 
-class NeverAcks(Bolt):
-    """Holds every tuple: its trees time out."""
-
-    def execute(self, tup: Any) -> None:
-        pass
-
-
 def _families(url: str) -> dict[str, Any]:
     return {f.name: f for f in text_string_to_metric_families(text(url + "/metrics"))}
 
@@ -343,16 +336,43 @@ class _WithStalls(LocalCluster):
         return [{"msg_id": i, "stalled_at": [{"component": "count", "task": 3}]} for i in range(60)]
 
 
-def test_timed_out_trees_are_listed_when_the_cluster_has_them(sim):
+class _WithoutStalls(LocalCluster):
+    """A cluster with no ``timed_out`` (as SparkCluster, for now)."""
+
+    timed_out = None
+
+
+def test_timed_out_trees_are_listed_when_the_cluster_has_them():
     """A cluster without ``timed_out`` lists nothing (no key); one with it has its newest
     50 trees in the topology answer, as plain JSON."""
-    sim.submit_topology("wc", CONF, word_count(limit=5))
-    assert "timedOutTrees" not in get(f"{sim.ui_url}{API}/wc")
+    with _WithoutStalls(simulate_time=True, ui_port=0) as cluster:
+        cluster.submit_topology("wc", CONF, word_count(limit=5))
+        assert "timedOutTrees" not in get(f"{cluster.ui_url}{API}/wc")
     with _WithStalls(simulate_time=True, ui_port=0) as cluster:
         cluster.submit_topology("wc", CONF, word_count(limit=5))
         trees = get(f"{cluster.ui_url}{API}/wc")["timedOutTrees"]
         assert len(trees) == 50 and trees[-1]["msg_id"] == 59
         assert trees[0]["stalled_at"] == [{"component": "count", "task": 3}]
+
+
+def test_a_bolt_that_never_acks_is_named_where_its_trees_stalled(sim):
+    """cluster.timed_out's trees reach the REST answer: each names its spout message and
+    the bolt task that held its tuple unacked; the 64-bit root is a hex string."""
+    builder = TopologyBuilder()
+    builder.set_spout("src", Sentences(3))
+    builder.set_bolt("hold", NeverAcks()).shuffle_grouping("src")
+    sim.submit_topology(
+        "stuck", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 5}, builder.create_topology()
+    )
+    sim.wait_idle()
+    assert get(f"{sim.ui_url}{API}/stuck")["timedOutTrees"] == []
+    sim.advance_time(12)
+    trees = get(f"{sim.ui_url}{API}/stuck")["timedOutTrees"]
+    assert sorted(t["msg_id"] for t in trees) == [0, 1, 2]
+    for tree in trees:
+        assert (tree["spout_component"], tree["holders"][0]["component"]) == ("src", "hold")
+        assert tree["holders"][0]["state"] == "executing"
+        assert len(tree["root"]) == 16 and int(tree["root"], 16) > 0
 
 
 def test_run_prints_the_web_view_address_unless_told_not_to(tmp_path, capsys):

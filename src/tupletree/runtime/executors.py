@@ -97,6 +97,9 @@ class SpoutExecutor(Executor):
         self.metrics.latency = LatencyHistogram()
         self._now = now
         self.collector: SpoutOutputCollector | None = None
+        # Called with (self, [(root, msg_id, emitted_at), ...]) as trees time out
+        # (runtime/stalls.py: where they stalled).
+        self.on_timeout: Callable[[Any, list[Any]], None] | None = None
 
     def snapshot(self) -> dict[str, Any]:
         snap = super().snapshot()
@@ -171,6 +174,8 @@ class SpoutExecutor(Executor):
                 metrics.failed += 1
                 if outcome == TIMED_OUT:
                     metrics.timed_out += 1
+                    if self.on_timeout is not None:
+                        self.on_timeout(self, [(root, msg_id, emitted_at)])
                 try:
                     spout.fail(msg_id)
                 except Exception as exc:
@@ -179,7 +184,10 @@ class SpoutExecutor(Executor):
 
     def expire(self) -> None:
         """The timeout tick: fail every tree that outlived the message timeout."""
-        for _root, msg_id in self.pending.rotate():
+        expired = self.pending.rotate()
+        if expired and self.on_timeout is not None:
+            self.on_timeout(self, expired)
+        for _root, msg_id, _emitted_at in expired:
             self.metrics.failed += 1
             self.metrics.timed_out += 1
             self.call(self.spout.fail, msg_id, where="fail")
@@ -203,6 +211,9 @@ class BoltExecutor(Executor):
         self.basic_collector: BasicOutputCollector | None = None
         self.execute_latency = LatencyHistogram()
         self.metrics.execute_latency = self.execute_latency
+        # A Bolt's tuples still unsettled after execute, watched to say where trees
+        # stall (runtime/stalls.HeldTuples); None: not watched.
+        self.held: Any = None
 
     def run_batch(self, limit: int) -> int:
         inbox = self.inbox
@@ -263,6 +274,7 @@ class BoltExecutor(Executor):
             self.metrics.acked += n - failed
         else:
             execute = self.bolt.execute
+            held = self.held
             for _ in range(n):
                 tup = pop()
                 try:
@@ -271,6 +283,9 @@ class BoltExecutor(Executor):
                     self.report(exc, "execute")
                     if tup._ack_val != SETTLED:
                         out.fail(tup)
+                    continue
+                if held is not None and tup._ack_val >= 0 and (tup._root or tup._roots is not None):
+                    held.add(tup)
         self.metrics.executed += n
         out.flush()
         self._timed(started, n)

@@ -50,6 +50,7 @@ from tupletree.runtime.executors import (
     format_error,
 )
 from tupletree.runtime.routing import build_routes
+from tupletree.runtime.stalls import HeldTuples, TimedOutLog
 from tupletree.topology.builder import Topology
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
@@ -178,6 +179,13 @@ class Worker:
                 self.inboxes[task] = remote_inbox(task)
         self.spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
         self.bolts = [e for e in self.executors.values() if not isinstance(e, SpoutExecutor)]
+        self.timed_out = TimedOutLog(now, [e for e in self.bolts if isinstance(e, BoltExecutor)])
+        if self.acker_tasks and conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]:
+            for ex in self.spouts:
+                ex.on_timeout = self.timed_out.record
+            for ex in self.bolts:
+                if isinstance(ex, BoltExecutor) and not ex.basic:
+                    ex.held = HeldTuples(now)
 
     # -- construction -------------------------------------------------------------
 

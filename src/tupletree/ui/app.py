@@ -150,7 +150,7 @@ def _read_topology(service: UIService, name: str) -> dict[str, Any]:
     timed_out = getattr(cluster, "timed_out", None)
     if timed_out is not None:
         page["timedOutTrees"] = [
-            views.plain(t) for t in list(timed_out(name))[-MAX_TIMED_OUT_SHOWN:]
+            views.timed_out_entry(t) for t in list(timed_out(name))[-MAX_TIMED_OUT_SHOWN:]
         ]
     return page
 

@@ -334,3 +334,12 @@ def plain(value: Any) -> Any:
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return _plain(vars(value))
     return _plain(value)
+
+
+def timed_out_entry(tree: Any) -> Any:
+    """One of ``cluster.timed_out(name)`` as JSON: plain values, and a 64-bit ``root`` id
+    as 16 hex digits (a JavaScript number would round it)."""
+    entry = plain(tree)
+    if isinstance(entry, dict) and isinstance(entry.get("root"), int):
+        entry["root"] = f"{entry['root']:016x}"
+    return entry

@@ -158,8 +158,8 @@ function drawGraph(topo) {
 
 // -- the chart -----------------------------------------------------------------------
 
-function tick(v, max) {
-  return v.toFixed(max >= 8 ? 0 : max >= 0.8 ? 1 : 3);
+function tick(v) {
+  return String(Number(v.toPrecision(3)));
 }
 
 function niceMax(v) {
@@ -188,8 +188,8 @@ function drawChart(history) {
     const y = T + (H - T - B) * i / 4;
     axis.appendChild(s("line", { class: "grid-line", x1: L, x2: W - R, y1: y, y2: y }));
     const v = yMax * (1 - i / 4);
-    axis.appendChild(s("text", { x: L - 6, y: y + 3, "text-anchor": "end", text: v >= 1000 ? rate(v) : tick(v, yMax) }));
-    axis.appendChild(s("text", { x: W - R + 6, y: y + 3, text: tick(lMax * (1 - i / 4), lMax) }));
+    axis.appendChild(s("text", { x: L - 6, y: y + 3, "text-anchor": "end", text: v >= 1000 ? rate(v) : tick(v) }));
+    axis.appendChild(s("text", { x: W - R + 6, y: y + 3, text: tick(lMax * (1 - i / 4)) }));
   }
   for (let i = 0; i <= 4; i++) {
     const ago = span * i / 4, x = X(now - ago);
@@ -338,6 +338,15 @@ function cellText(v) {
   return String(v);
 }
 
+// Where a tree stalled: "count[task 3] executing 1 tuple for 12.0 s", one per holder.
+function holderText(holder) {
+  const n = holder.tuples === undefined ? "" : ` ${holder.tuples} tuple${holder.tuples === 1 ? "" : "s"}`;
+  let extra = "";
+  if (holder.held_secs !== null && holder.held_secs !== undefined) extra = ` for ${holder.held_secs.toFixed(1)} s`;
+  if (holder.queue_position !== null && holder.queue_position !== undefined) extra = `, ${holder.queue_position} ahead`;
+  return `${holder.component}[task ${holder.task}] ${holder.state}${n}${extra}`;
+}
+
 function drawStalls(topo) {
   const card = $("stalls-card");
   const trees = topo.timedOutTrees;
@@ -348,6 +357,20 @@ function drawStalls(topo) {
   table.tBodies[0].replaceChildren();
   if (!trees.length) {
     table.tBodies[0].appendChild(h("tr", {}, h("td", { class: "none", text: "no tree has timed out" })));
+    return;
+  }
+  if (trees[0] && trees[0].holders !== undefined) {  // cluster.timed_out's trees
+    table.tHead.appendChild(h("tr", {}, ...["spout", "message id", "age", "where it stalled"].map((k) => h("th", { text: k }))));
+    for (const t of [...trees].reverse()) {
+      const where = t.holders.length
+        ? h("td", {}, ...t.holders.map((x) => h("div", { class: "holder", text: holderText(x) })))
+        : h("td", { class: "none", text: "no task of its worker held it" });
+      table.tBodies[0].appendChild(h("tr", {},
+        h("td", { text: `${t.spout_component}[task ${t.spout_task}]` }),
+        h("td", { text: cellText(t.msg_id) }),
+        h("td", { class: "num", text: `${Number(t.age_secs).toFixed(1)} s` }),
+        where));
+    }
     return;
   }
   const keys = [];
@@ -386,15 +409,22 @@ async function refresh() {
     const summary = await getJSON(`${API}/topology/summary`);
     const names = summary.topologies.map((t) => t.name);
     const wanted = decodeURIComponent(location.hash.slice(1));
-    if (!names.includes(current)) current = names.includes(wanted) ? wanted : names[0] || null;
+    if (!names.includes(current)) {
+      current = names.includes(wanted) ? wanted : names[0] || null;
+      expanded.clear();  // task views belong to the topology they were opened on
+    }
     drawNav(summary.topologies);
     $("empty").hidden = current !== null;
     $("topology").hidden = current === null;
     if (current === null) return;
     const base = `${API}/topology/${encodeURIComponent(current)}`;
     const [topo, history] = await Promise.all([getJSON(base), getJSON(`${base}/history`)]);
-    for (const id of expanded) {
-      taskRows[id] = await getJSON(`${base}/component/${encodeURIComponent(id)}`);
+    for (const id of [...expanded]) {
+      try {
+        taskRows[id] = await getJSON(`${base}/component/${encodeURIComponent(id)}`);
+      } catch (err) {
+        expanded.delete(id);  // gone (the topology changed): close its task view
+      }
     }
     $("name").textContent = topo.name;
     $("status").textContent = topo.status;
