@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # under src/ reinstalls (about a minute). TUPLETREE_PURE=1 builds without compiling.
 SOURCES := pyproject.toml setup.py $(shell find src -name '*.py')
 
-.PHONY: run test test-pure lint bench clean
+.PHONY: run test test-pure lint bench clean mutation
 
 $(STAMP): $(SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,14 @@ $(PURE)/.installed: $(SOURCES)
 test-pure: $(PURE)/.installed
 	TUPLETREE_PURE=1 $(PURE)/bin/python -m pytest -m "not spark"
 
+# Mutation check (mutmut) of src/tupletree/reliability/ and runtime/ on the pure build;
+# slow (an hour or more), not part of CI. MUTANTS="tupletree.reliability*" narrows it.
+# Results stay in mutants/ (`.venv-pure/bin/mutmut results`, `... show NAME`).
+MUTANTS ?=
+mutation: $(PURE)/.installed
+	TUPLETREE_PURE=1 $(PURE)/bin/mutmut run --max-children 2 $(MUTANTS)
+	$(PURE)/bin/mutmut results
+
 run: $(STAMP)
 	$(BIN)/tupletree run examples/word_count.py
 
@@ -45,4 +53,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(PURE) build .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(PURE) build .pytest_cache .ruff_cache .hypothesis mutants

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tupletree import BasicBolt, Config, Spout, TopologyBuilder
+from tupletree import BasicBolt, Bolt, Config, Spout, TopologyBuilder
 
 WORDS = [
     "the",
@@ -96,11 +96,28 @@ class Count(BasicBolt):
         counts[word] = counts.get(word, 0) + 1
 
 
-def topology(total: int, rate: float | None = None) -> Any:
+class PlainCount(Bolt):
+    """Count as a plain Bolt that acks each input itself (the other execute path)."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.counts: dict[str, int] = {}
+        self.ack = collector.ack
+
+    def execute(self, tup: Any) -> None:
+        word = tup.values[0]
+        counts = self.counts
+        counts[word] = counts.get(word, 0) + 1
+        self.ack(tup)
+
+
+def topology(total: int, rate: float | None = None, plain_count: bool = False) -> Any:
     b = TopologyBuilder()
     b.set_spout("sentences", SentenceSpout(total, rate))
     b.set_bolt("split", Split()).shuffle_grouping("sentences")
-    b.set_bolt("count", Count()).fields_grouping("split", ["word"])
+    count = PlainCount() if plain_count else Count()
+    b.set_bolt("count", count).fields_grouping("split", ["word"])
     return b.create_topology()
 
 

@@ -1,5 +1,6 @@
 """The benchmark word count driven directly (no LocalCluster thread, no metrics polling):
-``python bench/worker_direct.py [sentences]``. Used by bench/instructions.sh."""
+``python bench/worker_direct.py [sentences] [--plain]`` (--plain: count is a plain Bolt
+that acks itself). Used by bench/instructions.sh."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from tupletree.runtime.worker import Worker
 
 
 def main() -> None:
-    total = int(sys.argv[1]) if len(sys.argv) > 1 else 300_000
-    worker = Worker("bench", wordcount.topology(total), validate(wordcount.conf()), RealClock().now)
+    args = [a for a in sys.argv[1:] if a != "--plain"]
+    total = int(args[0]) if args else 300_000
+    topology = wordcount.topology(total, plain_count="--plain" in sys.argv)
+    worker = Worker("bench", topology, validate(wordcount.conf()), RealClock().now)
     worker.start()
     start = time.perf_counter()
     while worker.step(worker.now()):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tupletree import Bolt, Config, TopologyBuilder
+from tupletree import BasicBolt, Bolt, Config, Spout, TopologyBuilder
 from tupletree.reliability.ids import IdGenerator
 from tupletree.runtime.collectors import SpoutOutputCollector, TaskWiring
 from tupletree.testing import AckFailTracker, FeederSpout
@@ -126,3 +127,91 @@ def test_feeding_a_spout_wakes_its_worker(sim_cluster):
     sim_cluster.kill_topology("wake")
     feeder.feed([2])
     assert len(woken) == 2  # closed tasks unregister
+
+
+class FailsOnFirstTask(Bolt):
+    """Fails inputs marked "storm" on the component's first task, acks everything else:
+    a tree sent to every task fails by one branch while its other branches ack."""
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.first = context.task_id == context.this_component_tasks()[0]
+
+    def execute(self, tup: Any) -> None:
+        if self.first and tup[0] == "storm":
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_failure_storm_does_not_fail_healthy_trees(sim_cluster):
+    """Issue 13 (3) end to end: 1000 trees each failed by one branch (the other two
+    branches' acks reach the acker after the fail), then 600 healthy trees, with
+    topology.acker.high.water 1000: every healthy tree is acked."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["kind"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("branches", FailsOnFirstTask(), parallelism=3).all_grouping("feed")
+    conf = {Config.TOPOLOGY_ACKER_HIGH_WATER: 1000}
+    sim_cluster.submit_topology("storm", conf, b.create_topology())
+    for i in range(1000):
+        feeder.feed(["storm"], msg_id=("storm", i))
+    sim_cluster.wait_idle()
+    for i in range(600):
+        feeder.feed(["fine"], msg_id=("fine", i))
+    sim_cluster.wait_idle()
+    assert tracker.failed == {("storm", i) for i in range(1000)}
+    assert tracker.acked == {("fine", i) for i in range(600)}
+
+
+class OwnMessagesSpout(Spout):
+    """Emits ``count`` tracked tuples with msg ids ``(its task id, i)`` and files every
+    ack and fail it hears under its own task id."""
+
+    outputs = ["n"]
+
+    def __init__(self, box: Box, count: int) -> None:
+        self.box, self.count = box, count
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.task, self.collector, self.sent = context.task_id, collector, 0
+        self.heard = self.box.get().setdefault(self.task, {"acked": [], "failed": []})
+
+    def next_tuple(self) -> None:
+        if self.sent < self.count:
+            self.collector.emit([self.sent], msg_id=(self.task, self.sent))
+            self.sent += 1
+
+    def ack(self, msg_id: Any) -> None:
+        self.heard["acked"].append(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self.heard["failed"].append(msg_id)
+
+
+class PassOn(BasicBolt):
+    outputs = ["n"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        collector.emit([tup[0]])
+
+
+@pytest.mark.parametrize("ackers", [1, 2])
+def test_each_spout_task_hears_the_acks_of_its_own_messages(sim_cluster, ackers):
+    """The README's promise, "ack/fail delivered to the very spout task that emitted the
+    tuple": with three spout tasks, each hears an ack for every message it emitted and
+    for nothing else, before any timeout could fail them."""
+    box = Box()
+    b = TopologyBuilder()
+    b.set_spout("numbers", OwnMessagesSpout(box, 20), parallelism=3)
+    b.set_bolt("pass", PassOn(), parallelism=2).shuffle_grouping("numbers")
+    b.set_bolt("sink", PassOn()).shuffle_grouping("pass")
+    conf = {Config.TOPOLOGY_ACKER_EXECUTORS: ackers}
+    sim_cluster.submit_topology("own", conf, b.create_topology())
+    assert sim_cluster.wait_idle()
+    heard = box.get()
+    assert len(heard) == 3
+    for task, got in heard.items():
+        assert sorted(got["acked"]) == [(task, i) for i in range(20)], f"spout task {task}"
+        assert got["failed"] == []

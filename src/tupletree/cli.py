@@ -1,12 +1,21 @@
 """The ``tupletree`` command.
 
     tupletree run FILE [--local | --master URL] [--workers N] [--duration SECS]
+                       [--ui-port PORT | --no-ui] [--ui-host HOST]
+    tupletree list [--ui HOST:PORT]
+    tupletree stats NAME [--ui HOST:PORT]
+    tupletree activate|deactivate NAME [--ui HOST:PORT]
+    tupletree kill NAME [-w SECS] [--ui HOST:PORT]
+    tupletree visualize FILE [--format mermaid|dot] [-o OUT.png|OUT.svg]
     tupletree drpc FUNCTION ARGS [--host H] [--port P]
 
 ``run`` loads a Python file that defines ``topology()`` (returning a Topology) and,
 optionally, ``CONF`` (a config dict) and ``report(metrics) -> str`` (printed at the
 end), submits it, shows a live progress line and ends with a summary once the topology
 is quiet (no pending trees and nothing emitted for a moment) or ``--duration`` passed.
+It serves the web view (page, REST, /metrics) while it runs, on 127.0.0.1:8080 (or a
+free port when that one is taken) and prints its address; ``list``, ``stats``,
+``activate``, ``deactivate`` and ``kill`` talk to that service (``--ui``).
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from types import ModuleType
 from typing import Any
 
 QUIET_SECS = 1.0
+DEFAULT_UI_PORT = 8080  # Storm UI's
+DEFAULT_UI_ADDRESS = f"127.0.0.1:{DEFAULT_UI_PORT}"
 
 
 def load_module(path: str) -> ModuleType:
@@ -131,15 +142,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.local:
         from tupletree.local import LocalCluster
 
-        cluster: Any = LocalCluster()
+        cluster: Any = _with_ui(LocalCluster, args)
         where = "LocalCluster (in-process)"
     else:
         from tupletree.spark.cluster import SparkCluster
 
-        cluster = SparkCluster(master=args.master)
+        cluster = _with_ui(SparkCluster, args, master=args.master)
         where = f"Spark ({cluster.master}), {conf.get(Config.TOPOLOGY_WORKERS, 1)} worker(s)"
     with cluster:
         print(f"tupletree: running {name} on {where}", flush=True)
+        if cluster.ui_url is not None:
+            print(f"tupletree: web view at {cluster.ui_url}/ (REST /api/v1, /metrics)", flush=True)
         started = time.monotonic()
         cluster.submit_topology(name, conf, topology)
         print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
@@ -164,6 +177,82 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
+    """The cluster, serving the web view unless ``--no-ui``; when the default port is
+    taken, on a free one instead (an explicit ``--ui-port`` that is taken is an error)."""
+    if args.no_ui:
+        return cls(**kwargs)
+    port = DEFAULT_UI_PORT if args.ui_port is None else args.ui_port
+    try:
+        return cls(ui_port=port, ui_host=args.ui_host, **kwargs)
+    except OSError as exc:
+        if args.ui_port is not None:
+            raise SystemExit(f"tupletree run: {exc}") from None
+        return cls(ui_port=0, ui_host=args.ui_host, **kwargs)
+
+
+def cmd_remote(args: argparse.Namespace) -> int:
+    """list, stats, activate, deactivate, kill: against a running cluster's web service."""
+    from tupletree.ui.client import UIClient, UIClientError, format_list, format_stats
+
+    try:
+        client = UIClient(args.ui)
+        if args.command == "list":
+            print(format_list(client.topologies()))
+        elif args.command == "stats":
+            print(format_stats(client.topology(args.name)))
+        elif args.command in ("activate", "deactivate"):
+            getattr(client, args.command)(args.name)
+            print(f"tupletree: {args.command}d {args.name}")
+        else:
+            wait = args.wait
+            if wait is None:  # Storm's default: the topology's message timeout
+                wait = float(client.topology(args.name).get("msgTimeout") or 0)
+            client.kill(args.name, wait)
+            when = "now" if wait == 0 else f"after {wait:g} s (deactivated now)"
+            print(f"tupletree: killed {args.name} {when}")
+    except UIClientError as exc:
+        print(f"tupletree {args.command}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_visualize(args: argparse.Namespace) -> int:
+    """Print the topology of FILE as Mermaid or DOT text, or render it with Graphviz."""
+    import shutil
+    import subprocess
+
+    from tupletree.ui.graph import to_dot, to_mermaid
+
+    module = load_module(args.file)
+    topology = module.topology()
+    name = Path(args.file).stem.replace("_", "-")
+    if args.output is None:
+        print(to_mermaid(topology) if args.format == "mermaid" else to_dot(topology, name), end="")
+        return 0
+    suffix = Path(args.output).suffix.lstrip(".").lower()
+    if suffix not in ("png", "svg", "pdf"):
+        raise SystemExit(
+            f"tupletree visualize: -o wants a .png, .svg or .pdf file, got {args.output}"
+        )
+    dot = shutil.which("dot")
+    if dot is None:
+        raise SystemExit(
+            "tupletree visualize: rendering an image needs Graphviz's `dot` (e.g. apt-get "
+            "install graphviz); without it, print the text with --format dot or mermaid"
+        )
+    done = subprocess.run(
+        [dot, f"-T{suffix}", "-o", args.output],
+        input=to_dot(topology, name).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"tupletree visualize: dot failed: {done.stderr.decode(errors='replace')}")
+    print(f"tupletree: wrote {args.output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tupletree", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -173,7 +262,42 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--master", default=None, help="Spark master (default: local[*])")
     run.add_argument("--workers", type=int, default=None, help="topology.workers")
     run.add_argument("--duration", type=float, default=None, help="stop after SECS")
+    run.add_argument(
+        "--ui-port",
+        type=int,
+        default=None,
+        help=f"web view port (default {DEFAULT_UI_PORT}, or a free one when it is taken)",
+    )
+    run.add_argument("--ui-host", default="127.0.0.1", help="web view address (127.0.0.1)")
+    run.add_argument("--no-ui", action="store_true", help="do not serve the web view")
     run.set_defaults(func=cmd_run)
+    ui_help = f"the cluster's web service, HOST:PORT (default {DEFAULT_UI_ADDRESS})"
+    listing = sub.add_parser("list", help="list the topologies of a running cluster")
+    listing.add_argument("--ui", default=DEFAULT_UI_ADDRESS, help=ui_help)
+    listing.set_defaults(func=cmd_remote)
+    for command, text in (
+        ("stats", "show a running topology's components"),
+        ("activate", "activate a topology (its spouts are polled again)"),
+        ("deactivate", "deactivate a topology (its spouts are no longer polled)"),
+        ("kill", "kill a topology: deactivate, wait, stop"),
+    ):
+        p = sub.add_parser(command, help=text)
+        p.add_argument("name", help="the topology's name")
+        p.add_argument("--ui", default=DEFAULT_UI_ADDRESS, help=ui_help)
+        if command == "kill":
+            p.add_argument(
+                "-w",
+                "--wait",
+                type=float,
+                default=None,
+                help="seconds between deactivating and killing (default: its message timeout)",
+            )
+        p.set_defaults(func=cmd_remote)
+    vis = sub.add_parser("visualize", help="draw a topology file: Mermaid, DOT, or an image")
+    vis.add_argument("file", help="a .py file defining topology()")
+    vis.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
+    vis.add_argument("-o", "--output", default=None, help="render to .png/.svg/.pdf (Graphviz)")
+    vis.set_defaults(func=cmd_visualize)
     # Listed for --help only: "drpc" is handed to the DRPC CLI below, before parsing.
     sub.add_parser("drpc", help="call a DRPC function: tupletree drpc FUNCTION ARGS")
     argv = sys.argv[1:] if argv is None else argv

@@ -1,6 +1,6 @@
 """What LocalCluster and SparkCluster share: the ``Cluster`` protocol both implement,
-and ``ClusterBase``: the DRPC server started with a cluster, the checks every submit
-makes, and the context-manager lifecycle.
+and ``ClusterBase``: the DRPC server and the web view started with a cluster, the checks
+every submit makes, and the context-manager lifecycle.
 
 The two clusters differ in how they run workers; everything a user sees the same on
 both lives here once, so it cannot drift apart. tests/test_two_clusters.py runs the
@@ -41,6 +41,8 @@ class Cluster(Protocol):
 
     def errors(self, name: str) -> list[str]: ...
 
+    def topology_info(self, name: str) -> dict[str, Any]: ...
+
     def wait_idle(self, timeout: float | None = 60.0) -> bool: ...
 
     def shutdown(self) -> None: ...
@@ -52,15 +54,45 @@ class ClusterBase:
         drpc_port: int | None = None,
         drpc_host: str = "127.0.0.1",
         drpc_conf: dict[str, Any] | None = None,
+        ui_port: int | None = None,
+        ui_host: str = "127.0.0.1",
     ) -> None:
         """``drpc_port`` starts an HTTP DRPC server with the cluster (0: a free port,
         ``cluster.drpc_server.port`` tells which; ``drpc_host="0.0.0.0"`` when workers
-        run on other machines); topologies submitted here find it with no config."""
+        run on other machines); topologies submitted here find it with no config.
+
+        ``ui_port`` serves the web view, its REST API and Prometheus metrics
+        (``tupletree.ui``) on ``ui_host`` (127.0.0.1: it is not authenticated); 0 picks a
+        free port, ``cluster.ui_url`` tells which. The subclass starts it, with
+        ``_start_ui()``, once it can answer ``topologies()``."""
         self._drpc = None
+        self._ui: Any = None
+        self._ui_address = (ui_host, ui_port)
         if drpc_port is not None:
             from tupletree.drpc.hosting import ClusterDRPC
 
             self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
+
+    def _start_ui(self) -> None:
+        host, port = self._ui_address
+        if port is not None and self._ui is None:
+            from tupletree.ui.service import UIService
+
+            try:
+                self._ui = UIService(self, host, port).start()
+            except BaseException:
+                self._stop_drpc()
+                raise
+
+    def _stop_ui(self) -> None:
+        if self._ui is not None:
+            self._ui.stop()
+            self._ui = None
+
+    @property
+    def ui_url(self) -> str | None:
+        """``http://host:port`` of the web view started with ``ui_port`` (None without)."""
+        return None if self._ui is None else self._ui.url
 
     @property
     def drpc_server(self) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from tupletree.errors import TopologyNotFoundError, WorkerDiedError
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
 from tupletree.runtime.metrics import aggregate
+from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 
@@ -107,13 +109,17 @@ class LocalCluster(ClusterBase):
         drpc_port: int | None = None,
         drpc_host: str = "127.0.0.1",
         drpc_conf: dict[str, Any] | None = None,
+        ui_port: int | None = None,
+        ui_host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(drpc_port, drpc_host, drpc_conf)
+        super().__init__(drpc_port, drpc_host, drpc_conf, ui_port, ui_host)
         self.simulate_time = simulate_time
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
+        self._submitted: dict[str, float] = {}  # name -> time.monotonic() at submit
         self._lock = threading.Lock()
+        self._start_ui()
 
     # -- topologies -----------------------------------------------------------------
 
@@ -133,6 +139,7 @@ class LocalCluster(ClusterBase):
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
+            self._submitted[name] = time.monotonic()
         runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
         if runner is not None:
             worker.wake = runner.wake.set
@@ -179,9 +186,22 @@ class LocalCluster(ClusterBase):
             runner.stop()
         with self._lock:
             del self._workers[name]
+            self._submitted.pop(name, None)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
+
+    def topology_info(self, name: str) -> dict[str, Any]:
+        """``{"topology", "conf", "active", "uptime_secs", "workers"}`` of a running
+        topology (Storm's getTopologyInfo, as plain values)."""
+        worker = self._worker(name)
+        return {
+            "topology": worker.topology,
+            "conf": dict(worker.conf),
+            "active": worker.active,
+            "uptime_secs": time.monotonic() - self._submitted.get(name, time.monotonic()),
+            "workers": 1,
+        }
 
     # -- observation ----------------------------------------------------------------
 
@@ -190,6 +210,12 @@ class LocalCluster(ClusterBase):
         timed_out, errors and, for spouts, complete latency (mean, p50, p99 in ms)."""
         worker = self._worker(name)
         return aggregate(worker.metrics_snapshot(), worker.layout.task_to_component)
+
+    def timed_out(self, name: str) -> list[TimedOutTree]:
+        """Recent trees that timed out, newest last (at most 100): each names its spout
+        task and message id and the tasks that still held one of its tuples, queued or
+        handed to ``execute`` (runtime/stalls.py)."""
+        return self._worker(name).timed_out.records()
 
     def errors(self, name: str) -> list[str]:
         """Errors reported by the topology's tasks (user exceptions), oldest first."""
@@ -226,6 +252,7 @@ class LocalCluster(ClusterBase):
     # -- lifecycle --------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        self._stop_ui()
         for name in list(self._workers):
             self.kill_topology(name)
         self._stop_drpc()

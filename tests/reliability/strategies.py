@@ -126,4 +126,41 @@ steps = st.lists(
     max_size=120,
 )
 
-__all__ = ["ACKED", "FAILED", "TreeSim", "model_tuple", "seeds", "steps"]
+# Failure storms: trees as (fan-out, the branch that fails or None), their messages
+# delivered in a random interleaving, against an AckerLedger with a small guard.
+storm_trees = st.lists(
+    st.tuples(st.integers(1, 4), st.one_of(st.none(), st.integers(0, 3))),
+    min_size=1,
+    max_size=80,
+)
+
+
+@dataclass
+class Storm:
+    """The messages of ``trees`` (see ``storm_trees``): for each tree an init, and per
+    branch an ack of its edge or, for the failing branch, a fail. Roots are 1..n."""
+
+    trees: list[tuple[int, int | None]]
+    seed: int
+
+    def messages(self) -> dict[int, list[tuple[int, int, int]]]:
+        """root -> that tree's messages ``(kind, root, value)``, the init first."""
+        ids = IdGenerator(self.seed)
+        out: dict[int, list[tuple[int, int, int]]] = {}
+        for i, (fanout, failing) in enumerate(self.trees):
+            root = i + 1
+            edges, init = spout_edges(fanout, ids.next_id)
+            msgs = [(INIT, root, init)]
+            for branch, edge in enumerate(edges):
+                if failing is not None and branch == failing % fanout:
+                    msgs.append((FAIL, root, 0))
+                else:
+                    msgs.append((ACK, root, edge))
+            out[root] = msgs
+        return out
+
+    def failing(self, root: int) -> bool:
+        return self.trees[root - 1][1] is not None
+
+
+__all__ = ["ACKED", "FAILED", "Storm", "TreeSim", "model_tuple", "seeds", "steps", "storm_trees"]

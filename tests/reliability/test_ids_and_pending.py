@@ -56,9 +56,9 @@ def test_pending_times_out_after_two_rotations_and_reset_extends():
     """2 buckets: untouched expires on the 2nd rotation; reset restarts the countdown."""
     p = SpoutPending()
     p.add(1, "a", 0.0)
-    p.add(2, "b", 0.0)
+    p.add(2, "b", 0.5)
     assert p.rotate() == []
     assert p.reset(2) is True
-    assert p.rotate() == [(1, "a")]
-    assert p.rotate() == [(2, "b")]
+    assert p.rotate() == [(1, "a", 0.0)]
+    assert p.rotate() == [(2, "b", 0.5)]
     assert p.reset(2) is False

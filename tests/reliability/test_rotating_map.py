@@ -1,9 +1,10 @@
 """RotatingMap: put/get/remove semantics and the expiry bound in its docstring."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tupletree.reliability.rotating_map import RotatingMap
+from tupletree.reliability.rotating_map import CappedRotatingMap, RotatingMap
 
 
 def test_put_get_remove():
@@ -65,3 +66,32 @@ def test_expiry_bound(buckets, ops):
             for k in expected:
                 del rotations_since_put[k]
         assert set(m) == set(rotations_since_put)
+
+
+def test_capped_map_rotates_early_and_never_exceeds_its_capacity():
+    """A put into a full nursery drops death row first: the newest entries survive and
+    the map never holds more than its capacity."""
+    m = CappedRotatingMap(3, capacity=7)  # 2 per bucket
+    assert m.capacity == 6
+    for k in range(100):
+        m.put_new(k, k)
+        assert len(m) <= 6
+        assert k in m
+    assert sorted(m) == list(range(94, 100))
+    m.put(94, "again")  # re-put moves it to the nursery, within the cap
+    assert len(m) <= 6 and m.get(94) == "again"
+
+
+def test_capped_map_expires_by_rotation_like_a_rotating_map():
+    """Below the cap it behaves as a RotatingMap: expiry after num_buckets rotations."""
+    m = CappedRotatingMap(2, capacity=10)
+    m.put(1, "a")
+    assert m.rotate() == {}
+    assert m.rotate() == {1: "a"}
+    assert len(m) == 0
+
+
+def test_capped_map_refuses_a_capacity_below_its_buckets():
+    """Each bucket must hold at least one entry; the error gives both numbers."""
+    with pytest.raises(ValueError, match=r"3 buckets.*at least 3, got 2"):
+        CappedRotatingMap(3, capacity=2)

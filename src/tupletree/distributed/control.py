@@ -65,13 +65,15 @@ class Ready:
 @dataclass(frozen=True)
 class Metrics:
     """A worker's periodic report: its tasks' metrics, the errors reported since the
-    last report, whether its last round was idle, and frames per peer address."""
+    last report, whether its last round was idle, frames per peer address, and its
+    resident memory (None where it cannot be read)."""
 
     snapshot: dict[int, dict[str, Any]]
     errors: list[str]
     idle: bool
     sent_to: dict[str, int]
     received_from: dict[str, int]
+    rss_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,6 +255,16 @@ def _report(
             idle=idle and not transport.blocked(),
             sent_to=dict(transport.sent_to),
             received_from=dict(transport.received_from),
+            rss_bytes=resident_bytes(),
         )
     )
     return worker.error_count
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux ``/proc``); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

@@ -3,25 +3,36 @@
 One record (``_Tree``) per tuple tree root: its XOR value, the spout task to tell (not
 yet known: -1) and whether it failed.
 
-- init(root, val, spout_task): XOR ``val`` in and learn whom to tell. An init may
-  arrive after acks of the same tree (messages take different paths); those acks
-  created the record without a spout task, and the tree cannot complete until the init
-  names one.
+- init(root, val, spout_task): XOR ``val`` in and learn whom to tell. One init per root.
 - ack(root, val): XOR ``val`` in (an acked tuple's edge id XOR the edges of the children
   anchored to it, so the tree can never read zero while a child is unacked).
 - fail(root): mark failed.
 - reset(root): restart the record's countdown and pass the reset on to the spout.
-- rotate(): advance every record towards expiry; expired records with a known spout
-  task are reported TIMED_OUT.
+- rotate(): advance every record towards expiry; expired trees are reported TIMED_OUT.
 
 After every message the record is re-put in the nursery (its countdown restarts, as
-reference/000 describes) and, when its spout task is known: val == 0 -> ACKED, failed
--> FAILED, and the record is removed.
+Storm's acker does) and, when its spout task is known: val == 0 -> ACKED, failed ->
+FAILED, and the record is removed.
 
-Capacity guard (reference/001): while ``high_water`` trees are held, an init for a new
-tree is answered FAILED at once and not stored, and an ack that would create a record is
-dropped (its tree then times out and is replayed), so memory stays bounded even when
-bolts never ack.
+Three tables, each bounded, so that messages about trees that are not live can never
+crowd out trees that are:
+
+- trees: records whose init arrived. The capacity guard counts only these: while
+  ``high_water`` are held, an init is answered FAILED at once and not stored, so
+  memory stays bounded even when bolts never ack.
+- early records: acks and fails that beat their tree's init (messages take different
+  paths between workers). They wait apart, at most ``early_limit`` of them, and join
+  the trees when the init arrives (the guard applies then, as to any init). Past the
+  limit the oldest are dropped (their trees time out and are replayed); untouched for
+  ``num_buckets`` rotations they expire silently (there is no spout task to tell).
+- settled roots: trees that failed, were refused by the guard, or timed out, kept for
+  up to ``num_buckets`` rotations, at most ``settled_limit`` of them (the oldest go
+  first). Their other branches' late acks and fails are swallowed instead of
+  starting early records. Acked trees are not kept: once a tree reads zero no tuple
+  of it is left to send anything.
+
+Both side limits default to ``max(1024, high_water // 16)``. Memory: at most
+``high_water + early_limit`` records and ``settled_limit`` roots.
 
 Every method returns either None or an outcome ``(outcome, root, spout_task)`` with an
 outcome from ``protocol``; the caller delivers it. Nothing here does I/O or reads a clock.
@@ -37,11 +48,12 @@ from tupletree.reliability.protocol import (
     RESET_TIMEOUT,
     TIMED_OUT,
 )
-from tupletree.reliability.rotating_map import RotatingMap
+from tupletree.reliability.rotating_map import CappedRotatingMap, RotatingMap
 
 Outcome = tuple[int, Id, int]  # (outcome, root, spout_task)
 
 UNKNOWN = -1  # the spout task of a tree whose init has not arrived yet
+SIDE_LIMIT_MIN = 1024  # the least default early_limit and settled_limit
 
 
 class _Tree:
@@ -59,17 +71,32 @@ class _Tree:
 
 
 class AckerLedger:
-    __slots__ = ("_pending", "high_water")
+    __slots__ = ("_early", "_pending", "_settled", "high_water")
 
-    def __init__(self, high_water: int = 2**20, num_buckets: int = ACKER_BUCKETS) -> None:
+    def __init__(
+        self,
+        high_water: int = 2**20,
+        num_buckets: int = ACKER_BUCKETS,
+        early_limit: int | None = None,
+        settled_limit: int | None = None,
+    ) -> None:
+        side = max(SIDE_LIMIT_MIN, high_water // 16)
         self._pending: RotatingMap[Id, _Tree] = RotatingMap(num_buckets)
+        self._early: CappedRotatingMap[Id, _Tree] = CappedRotatingMap(
+            num_buckets, side if early_limit is None else early_limit
+        )
+        self._settled: CappedRotatingMap[Id, bool] = CappedRotatingMap(
+            num_buckets, side if settled_limit is None else settled_limit
+        )
         self.high_water = high_water
 
     def init(self, root: Id, val: Id, spout_task: int) -> Outcome | None:
-        rec = self._pending.remove(root)
+        early = self._early
+        rec = early.remove(root) if len(early) else None
+        if len(self._pending) >= self.high_water:
+            self._settled.put(root, True)
+            return (FAILED, root, spout_task)
         if rec is None:
-            if len(self._pending) >= self.high_water:
-                return (FAILED, root, spout_task)
             rec = _Tree(val, spout_task, False)
         else:
             rec.val ^= val
@@ -79,9 +106,7 @@ class AckerLedger:
     def ack(self, root: Id, val: Id) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
-            if len(self._pending) >= self.high_water:
-                return None
-            self._pending.put_new(root, _Tree(val, UNKNOWN, False))
+            self._before_init(root, val, False)
             return None
         rec.val ^= val
         return self._settle(root, rec)
@@ -89,48 +114,77 @@ class AckerLedger:
     def fail(self, root: Id) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
-            # The fail beat the init: remember it, the init will settle the tree.
-            if len(self._pending) >= self.high_water:
-                return None
-            rec = _Tree(0, UNKNOWN, True)
-        else:
-            rec.failed = True
-        return self._settle(root, rec)
+            # The fail beat the init (remember it: the init will settle the tree), or
+            # the tree is already settled.
+            self._before_init(root, 0, True)
+            return None
+        self._settled.put(root, True)
+        return (FAILED, root, rec.spout_task)
 
     def reset(self, root: Id) -> Outcome | None:
         rec = self._pending.remove(root)
         if rec is None:
+            rec = self._early.remove(root)
+            if rec is not None:
+                self._early.put_new(root, rec)
             return None
         self._pending.put_new(root, rec)
-        if rec.spout_task == UNKNOWN:
-            return None
         return (RESET_TIMEOUT, root, rec.spout_task)
 
+    def _before_init(self, root: Id, val: Id, failed: bool) -> None:
+        """An ack or fail for a tree with no record: a settled tree's late message
+        (swallowed) or one that beat its init (kept apart, bounded)."""
+        if root in self._settled:
+            return
+        early = self._early
+        rec = early.remove(root)
+        if rec is None:
+            rec = _Tree(val, UNKNOWN, failed)
+        else:
+            rec.val ^= val
+            if failed:
+                rec.failed = True
+        early.put_new(root, rec)
+
     def _settle(self, root: Id, rec: _Tree) -> Outcome | None:
-        spout_task = rec.spout_task
-        if spout_task != UNKNOWN:
-            if rec.failed:
-                return (FAILED, root, spout_task)
-            if rec.val == 0:
-                return (ACKED, root, spout_task)
+        """A record whose spout task is known: report it if done, else keep it."""
+        if rec.failed:
+            self._settled.put(root, True)
+            return (FAILED, root, rec.spout_task)
+        if rec.val == 0:
+            return (ACKED, root, rec.spout_task)
         self._pending.put_new(root, rec)
         return None
 
     def rotate(self) -> list[Outcome]:
-        """Expire the oldest cohort; report the trees whose spout task is known."""
-        return [
-            (TIMED_OUT, root, rec.spout_task)
-            for root, rec in self._pending.rotate().items()
-            if rec.spout_task != UNKNOWN
-        ]
+        """Expire the oldest cohort of each table; report the trees that timed out."""
+        self._early.rotate()
+        settled = self._settled
+        settled.rotate()
+        out: list[Outcome] = []
+        for root, rec in self._pending.rotate().items():
+            out.append((TIMED_OUT, root, rec.spout_task))
+            settled.put(root, True)
+        return out
 
     def value(self, root: Id) -> Id | None:
         """The tree's current XOR value (None if not held): for tests and debugging."""
         rec = self._pending.get(root)
+        if rec is None:
+            rec = self._early.get(root)
         return None if rec is None else rec.val
 
+    def early_count(self) -> int:
+        """Early records held: acks and fails still waiting for their tree's init."""
+        return len(self._early)
+
+    def settled_count(self) -> int:
+        """Settled roots remembered, whose late messages are swallowed."""
+        return len(self._settled)
+
     def __contains__(self, root: object) -> bool:
-        return root in self._pending
+        return root in self._pending or root in self._early
 
     def __len__(self) -> int:
+        """Trees held (their init arrived): what the capacity guard counts."""
         return len(self._pending)

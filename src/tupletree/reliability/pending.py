@@ -37,9 +37,9 @@ class SpoutPending:
         self._map.put_new(root, entry)
         return True
 
-    def rotate(self) -> list[tuple[Id, Any]]:
-        """Expire the oldest cohort: ``[(root, msg_id), ...]`` timed out."""
-        return [(root, entry[0]) for root, entry in self._map.rotate().items()]
+    def rotate(self) -> list[tuple[Id, Any, float]]:
+        """Expire the oldest cohort: ``[(root, msg_id, emit_time), ...]`` timed out."""
+        return [(root, entry[0], entry[1]) for root, entry in self._map.rotate().items()]
 
     def __contains__(self, root: object) -> bool:
         return root in self._map

@@ -81,3 +81,47 @@ class RotatingMap(Generic[K, V]):
     def __repr__(self) -> str:
         sizes = [len(b) for b in self._buckets]
         return f"RotatingMap(buckets={sizes})"
+
+
+class CappedRotatingMap(RotatingMap[K, V]):
+    """A RotatingMap that never holds more than ``capacity`` entries.
+
+    Each bucket takes at most ``capacity // num_buckets`` entries: a put into a full
+    nursery first rotates, dropping death row. So entries expire after
+    ``num_buckets`` rotations at most, and sooner while puts arrive faster than the
+    owner rotates (a storm ages the oldest cohort out early, never the newest entry).
+    ``put_new`` and ``put`` check the cap; ``rotate`` returns the entries it expires,
+    an early rotation drops them.
+    """
+
+    __slots__ = ("_per_bucket",)
+
+    def __init__(self, num_buckets: int, capacity: int) -> None:
+        if capacity < num_buckets:
+            raise ValueError(
+                f"a CappedRotatingMap of {num_buckets} buckets needs a capacity of at least "
+                f"{num_buckets}, got {capacity}"
+            )
+        super().__init__(num_buckets)
+        self._per_bucket = capacity // num_buckets
+
+    def _make_room(self) -> None:
+        if len(self._buckets[0]) >= self._per_bucket:
+            self.rotate()
+
+    def put_new(self, key: K, value: V) -> None:
+        self._make_room()
+        self._buckets[0][key] = value
+        self._size += 1
+
+    def put(self, key: K, value: V) -> None:
+        if key not in self._buckets[0]:
+            self.remove(key)
+            self._make_room()
+            self._size += 1
+        self._buckets[0][key] = value
+
+    @property
+    def capacity(self) -> int:
+        """The most entries held at once (``capacity`` rounded down to whole buckets)."""
+        return self._per_bucket * len(self._buckets)

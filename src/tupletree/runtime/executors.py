@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from tupletree.errors import FailedException
@@ -119,6 +120,9 @@ class SpoutExecutor(Executor):
         self.collector: SpoutOutputCollector | None = None
         self.raises_in_a_row = 0  # next_tuple calls that raised since one returned
         self.resume_at = 0.0  # while backing off: not polled before this time
+        # Called with (self, [(root, msg_id, emitted_at), ...]) as trees time out
+        # (runtime/stalls.py: where they stalled).
+        self.on_timeout: Callable[[Any, list[Any]], None] | None = None
 
     def connect(self, wiring: TaskWiring) -> SpoutOutputCollector:
         self.collector = SpoutOutputCollector(wiring, self)
@@ -215,6 +219,8 @@ class SpoutExecutor(Executor):
                 metrics.failed += 1
                 if outcome == TIMED_OUT:
                     metrics.timed_out += 1
+                    if self.on_timeout is not None:
+                        self.on_timeout(self, [(root, msg_id, emitted_at)])
                 try:
                     spout.fail(msg_id)
                 except BaseException as exc:
@@ -223,7 +229,10 @@ class SpoutExecutor(Executor):
 
     def expire(self) -> None:
         """The timeout tick: fail every tree that outlived the message timeout."""
-        for _root, msg_id in self.pending.rotate():
+        expired = self.pending.rotate()
+        if expired and self.on_timeout is not None:
+            self.on_timeout(self, expired)
+        for _root, msg_id, _emitted_at in expired:
             self.metrics.failed += 1
             self.metrics.timed_out += 1
             self.call(self.spout.fail, msg_id, where="fail")
@@ -245,6 +254,11 @@ class BoltExecutor(Executor):
         self.basic = basic
         self.collector: OutputCollector | None = None
         self.basic_collector: BasicOutputCollector | None = None
+        self.execute_latency = LatencyHistogram()
+        self.metrics.execute_latency = self.execute_latency
+        # A Bolt's tuples still unsettled after execute, watched to say where trees
+        # stall (runtime/stalls.HeldTuples); None: not watched.
+        self.held: Any = None
 
     def connect(self, wiring: TaskWiring) -> OutputCollector:
         out = self.collector = OutputCollector(wiring)
@@ -257,6 +271,7 @@ class BoltExecutor(Executor):
         n = len(inbox)
         if n > limit:
             n = limit
+        started = perf_counter()
         out = self.collector
         assert out is not None
         pop = inbox.popleft
@@ -310,6 +325,7 @@ class BoltExecutor(Executor):
             self.metrics.acked += n - failed
         else:
             execute = self.bolt.execute
+            held = self.held
             for _ in range(n):
                 tup = pop()
                 try:
@@ -320,9 +336,20 @@ class BoltExecutor(Executor):
                     if tup._ack_val != SETTLED:
                         out.fail(tup)
                     self.report(exc, "execute")
+                    continue
+                if held is not None and tup._ack_val >= 0 and (tup._root or tup._roots is not None):
+                    held.add(tup)
         self.metrics.executed += n
         out.flush()
+        self._timed(started, n)
         return n
+
+    def _timed(self, started: float, n: int) -> None:
+        """Account a turn of ``n`` tuples that began at ``started`` (perf_counter)."""
+        spent = perf_counter() - started
+        self.metrics.busy_secs += spent
+        if n:
+            self.execute_latency.record_many(spent / n, n)
 
 
 class AckerExecutor(Executor):
@@ -343,12 +370,20 @@ class AckerExecutor(Executor):
         super().__init__(task_id, ACKER_COMPONENT, report)
         self.ledger = AckerLedger(high_water)
         self._inboxes = inboxes
+        self.execute_latency = LatencyHistogram()
+        self.metrics.execute_latency = self.execute_latency
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = super().snapshot()
+        snap["pending"] = len(self.ledger)  # trees being tracked
+        return snap
 
     def run_batch(self, limit: int) -> int:
         inbox = self.inbox
         n = len(inbox)
         if n > limit:
             n = limit
+        started = perf_counter()
         ledger = self.ledger
         inboxes = self._inboxes
         pop = inbox.popleft
@@ -371,6 +406,10 @@ class AckerExecutor(Executor):
                     metrics.failed += 1
                 inboxes[out[2]].append((outcome, root))
         metrics.executed += n
+        spent = perf_counter() - started
+        metrics.busy_secs += spent
+        if n:
+            self.execute_latency.record_many(spent / n, n)
         return n
 
     def expire(self) -> None:

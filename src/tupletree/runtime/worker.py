@@ -58,6 +58,7 @@ from tupletree.runtime.executors import (
     SpoutExecutor,
 )
 from tupletree.runtime.routing import build_routes
+from tupletree.runtime.stalls import HeldTuples, TimedOutLog
 from tupletree.topology import groupings as g
 from tupletree.topology.builder import Topology
 from tupletree.topology.fields import Fields
@@ -230,6 +231,13 @@ class Worker:
                 self.inboxes[task] = remote_inbox(task)
         self.spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
         self.bolts = [e for e in self.executors.values() if not isinstance(e, SpoutExecutor)]
+        self.timed_out = TimedOutLog(now, [e for e in self.bolts if isinstance(e, BoltExecutor)])
+        if self.acker_tasks and conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]:
+            for ex in self.spouts:
+                ex.on_timeout = self.timed_out.record
+            for ex in self.bolts:
+                if isinstance(ex, BoltExecutor) and not ex.basic:
+                    ex.held = HeldTuples(now)
 
     # -- construction -------------------------------------------------------------
 
@@ -464,4 +472,14 @@ class Worker:
         return list(self.errors)[-new:] if new > 0 else []
 
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
-        return {task: ex.snapshot() for task, ex in self.executors.items()}
+        """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
+        inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
+        which spouts are held back)."""
+        out = {}
+        for task, ex in self.executors.items():
+            snap = ex.snapshot()
+            snap["queued"] = len(ex.inbox)
+            if not isinstance(ex, SpoutExecutor):
+                snap["queue_limit"] = self.buffer_limit
+            out[task] = snap
+        return out

@@ -53,10 +53,12 @@ class _Running:
     Errors and log lines are the launcher's (one list each, whoever reported them);
     what is kept here is what only a topology has: its metrics, readiness and state."""
 
-    def __init__(self, layout: Any, active: bool) -> None:
+    def __init__(self, layout: Any, active: bool, conf: dict[str, Any] | None = None) -> None:
         self.layout = layout
         self.launcher: Any = None
         self.active = active
+        self.conf = conf or {}
+        self.submitted_at = time.monotonic()
         self.lock = threading.Lock()
         self.snapshots: dict[tuple[int, int], dict[int, dict[str, Any]]] = {}
         # worker -> (attempt, its latest metrics report, when it came)
@@ -108,12 +110,15 @@ class SparkCluster(ClusterBase):
         drpc_port: int | None = None,
         drpc_host: str = "127.0.0.1",
         drpc_conf: dict[str, Any] | None = None,
+        ui_port: int | None = None,
+        ui_host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(drpc_port, drpc_host, drpc_conf)
+        super().__init__(drpc_port, drpc_host, drpc_conf, ui_port, ui_host)
         self._spark = spark
         self._requested_master = master
         self._owns_session = False
         self._running: dict[str, _Running] = {}
+        self._start_ui()
 
     # -- session ----------------------------------------------------------------------
 
@@ -157,7 +162,7 @@ class SparkCluster(ClusterBase):
         main = TopologyWorkerMain(
             name, blob, full_conf, placement, not inactive, START_TIMEOUT_SECS
         )
-        running = _Running(layout, active=not inactive)
+        running = _Running(layout, active=not inactive, conf=full_conf)
         launcher = WorkerLauncher(
             self.spark,
             main,
@@ -222,6 +227,40 @@ class SparkCluster(ClusterBase):
         """The current attempt of every worker: pid, host, address, attempt."""
         return self._get(name).launcher.workers
 
+    def topology_info(self, name: str) -> dict[str, Any]:
+        """``{"topology", "conf", "active", "uptime_secs", "workers"}`` of a running
+        topology (Storm's getTopologyInfo, as plain values)."""
+        running = self._get(name)
+        return {
+            "topology": running.layout.topology,
+            "conf": dict(running.conf),
+            "active": running.active,
+            "uptime_secs": time.monotonic() - running.submitted_at,
+            "workers": running.launcher.num_workers,
+        }
+
+    def worker_stats(self, name: str) -> dict[int, dict[str, Any]]:
+        """Per worker index, its current process: ``host``, ``pid``, ``attempt``,
+        ``restarts`` (attempts before this one), ``rss_bytes`` (resident memory at its
+        last report, None before one) and ``report_age_secs``."""
+        running = self._get(name)
+        now = time.monotonic()
+        with running.lock:
+            reports = dict(running.reports)
+        out = {}
+        for index, info in sorted(running.launcher.workers.items()):
+            attempt, report, at = reports.get(index, (-1, None, None))
+            current = report is not None and attempt == info.attempt
+            out[index] = {
+                "host": info.host,
+                "pid": info.pid,
+                "attempt": info.attempt,
+                "restarts": info.attempt,
+                "rss_bytes": report.rss_bytes if current else None,
+                "report_age_secs": now - at if current and at is not None else None,
+            }
+        return out
+
     # -- observation ----------------------------------------------------------------
 
     def metrics(self, name: str) -> dict[str, dict[str, Any]]:
@@ -267,6 +306,7 @@ class SparkCluster(ClusterBase):
     # -- lifecycle --------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        self._stop_ui()
         for name in list(self._running):
             self.kill_topology(name)
         self._stop_drpc()

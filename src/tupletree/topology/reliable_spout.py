@@ -8,6 +8,8 @@ it hands the message to ``dead_letter`` instead of dropping it silently.
 Subclasses implement ``next_message() -> (msg_id, values) | None`` and may override
 ``dead_letter`` (default: keep in ``self.dead_letters`` and log) and ``on_ack``.
 A subclass that overrides ``open`` must call ``super().open(conf, context, collector)``.
+The messages given up on are counted in the ``retries_exhausted`` metric
+(``cluster.metrics(name)[component]["custom"]["retries_exhausted"]``, per task).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class ReliableSpout(Spout):
         self._in_flight: dict[Any, list[Any]] = {}  # msg_id -> [values, failures]
         self._replay: deque[Any] = deque()
         self.dead_letters: list[tuple[Any, list[Any], int]] = []
+        self.retries_exhausted = 0
+        if context is not None:
+            context.register_metric("retries_exhausted", self._retries_exhausted)
 
     def next_message(self) -> tuple[Any, list[Any]] | None:
         """Return the next ``(msg_id, values)`` to emit, or None if there is none now."""
@@ -67,9 +72,13 @@ class ReliableSpout(Spout):
         entry[1] += 1
         if entry[1] > self.max_retries:
             del self._in_flight[msg_id]
+            self.retries_exhausted += 1
             self.dead_letter(msg_id, entry[0], entry[1])
         else:
             self._replay.append(msg_id)
+
+    def _retries_exhausted(self) -> int:
+        return self.retries_exhausted
 
     def on_ack(self, msg_id: Any) -> None:
         """Called once a message's tree completed (e.g. to ack it at the source)."""

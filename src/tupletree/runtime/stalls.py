@@ -1,0 +1,201 @@
+"""Where trees stall: what a worker knows about a tuple tree when it times out.
+
+Storm's acker keeps a 64-bit XOR per tree, not who holds its tuples, so a timeout says
+only "failed". Here, when a spout task times a tree out, its worker looks for the
+tree's tuples in its own tasks at that moment:
+
+- ``queued``: waiting in a bolt task's inbox (``queue_position``: how many tuples are
+  ahead of the first one; how long it has waited is not known, nothing on the hot
+  path stamps a tuple's arrival);
+- ``executing``: handed to a ``Bolt``'s ``execute``, which returned without acking or
+  failing it (the bolt keeps it to ack later, or forgot it); ``held_secs`` says since
+  when. A ``BasicBolt`` never holds a tuple past ``execute``.
+
+Cost on the per-tuple path: a ``Bolt``'s executor compares each input's ack state once
+after ``execute`` and hands only the tuples still unsettled to ``HeldTuples.add``;
+nothing else. The search runs when trees time out, at most once per message timeout
+per spout task, over this worker's inboxes and held tuples.
+
+Bounds: ``TimedOutLog`` keeps the newest ``RECENT_LIMIT`` trees; each names at most
+``HOLDERS_LIMIT`` (component, task, state) holders; ``HeldTuples`` watches at most
+``HELD_LIMIT`` unsettled tuples per Bolt task (past that, new ones go unwatched and
+are counted in ``unwatched``).
+
+Across workers (SparkCluster): a worker sees only its own tasks. It keeps its log like
+LocalCluster's worker; ``TimedOutLog.since(count)`` gives the records added since a
+report as plain dicts for the worker's metrics report, and ``TimedOutTree.from_dict``
+rebuilds them on the driver. Holders on other workers need the driver to ask them for
+the expired roots (``find_holders`` answers such a question).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+RECENT_LIMIT = 100
+HOLDERS_LIMIT = 20
+HELD_LIMIT = 4096
+QUEUED = "queued"
+EXECUTING = "executing"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A task that held tuples of a tree when the tree timed out."""
+
+    component: str
+    task: int
+    state: str  # QUEUED or EXECUTING
+    tuples: int  # how many of the tree's tuples it held in that state
+    held_secs: float | None = None  # EXECUTING: the longest held; QUEUED: None
+    queue_position: int | None = None  # QUEUED: tuples ahead of the first one
+
+
+@dataclass(frozen=True)
+class TimedOutTree:
+    """One tree that timed out: its spout message and where it stalled.
+
+    ``holders`` is empty when no task of the reporting worker held any of its tuples:
+    they were on another worker, lost with a worker that died, or in a Bolt task
+    holding more than ``HELD_LIMIT`` unsettled tuples.
+    """
+
+    spout_component: str
+    spout_task: int
+    msg_id: Any
+    root: int
+    timed_out_at: float  # on the worker's clock (simulated time on a simulated cluster)
+    age_secs: float  # from the spout's emit to the timeout
+    holders: tuple[Holder, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (``msg_id`` as the spout gave it): for reports and JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimedOutTree:
+        fields = dict(data)
+        fields["holders"] = tuple(Holder(**h) for h in data["holders"])
+        return cls(**fields)
+
+
+class HeldTuples:
+    """Tuples a Bolt task still holds after ``execute`` returned, with when it got them.
+
+    Settled ones (acked or failed since) are pruned when the table is full, so it holds
+    at most ``limit`` entries; if it is still full, a new tuple goes unwatched.
+    """
+
+    __slots__ = ("_items", "_now", "limit", "unwatched")
+
+    def __init__(self, now: Callable[[], float], limit: int = HELD_LIMIT) -> None:
+        self._now = now
+        self._items: deque[tuple[float, Any]] = deque()
+        self.limit = limit
+        self.unwatched = 0
+
+    def add(self, tup: Any) -> None:
+        if len(self._items) >= self.limit:
+            self._items = deque(item for item in self._items if not item[1].is_settled())
+            if len(self._items) >= self.limit:
+                self.unwatched += 1
+                return
+        self._items.append((self._now(), tup))
+
+    def unsettled(self) -> Iterable[tuple[float, Any]]:
+        """``(since, tuple)`` for each watched tuple not yet acked or failed."""
+        return [item for item in self._items if not item[1].is_settled()]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _trees_of(tup: Any) -> Iterable[int]:
+    root = tup._root
+    if root:
+        return (root,)
+    return tup._roots or ()
+
+
+def find_holders(bolts: Iterable[Any], roots: Iterable[int], now: float) -> dict[int, list[Holder]]:
+    """For each root, the bolt tasks among ``bolts`` that hold one of its tuples.
+
+    A bolt is anything with ``component_id``, ``task_id``, ``inbox`` (tuples) and
+    ``held`` (a HeldTuples or None). Costs one pass over every inbox and held table.
+    """
+    wanted = set(roots)
+    # (root, component, task, state) -> [tuples, held_secs, queue_position]
+    found: dict[tuple[int, str, int, str], list[Any]] = {}
+    for ex in bolts:
+        for position, tup in enumerate(ex.inbox):
+            for root in _trees_of(tup):
+                if root in wanted:
+                    key = (root, ex.component_id, ex.task_id, QUEUED)
+                    entry = found.setdefault(key, [0, None, position])
+                    entry[0] += 1
+        held = ex.held
+        if held is None:
+            continue
+        for since, tup in held.unsettled():
+            for root in _trees_of(tup):
+                if root in wanted:
+                    key = (root, ex.component_id, ex.task_id, EXECUTING)
+                    entry = found.setdefault(key, [0, 0.0, None])
+                    entry[0] += 1
+                    entry[1] = max(entry[1], now - since)
+    out: dict[int, list[Holder]] = {}
+    for (root, component, task, state), (count, held_secs, position) in found.items():
+        holders = out.setdefault(root, [])
+        if len(holders) < HOLDERS_LIMIT:
+            holders.append(Holder(component, task, state, count, held_secs, position))
+    return out
+
+
+class TimedOutLog:
+    """The newest ``limit`` timed-out trees of one worker, oldest first."""
+
+    __slots__ = ("_bolts", "_now", "_records", "count")
+
+    def __init__(
+        self, now: Callable[[], float], bolts: Iterable[Any], limit: int = RECENT_LIMIT
+    ) -> None:
+        self._now = now
+        self._bolts = list(bolts)
+        self._records: deque[TimedOutTree] = deque(maxlen=limit)
+        self.count = 0  # ever recorded (the deque keeps only the newest)
+
+    def record(self, spout: Any, expired: list[tuple[int, Any, float]]) -> None:
+        """``spout`` (an executor) timed out ``expired``: ``(root, msg_id, emitted_at)``
+        each. Only the newest ``limit`` are searched for."""
+        if not expired:
+            return
+        self.count += len(expired)
+        expired = expired[-(self._records.maxlen or len(expired)) :]
+        now = self._now()
+        holders = find_holders(self._bolts, (root for root, _, _ in expired), now)
+        for root, msg_id, emitted_at in expired:
+            self._records.append(
+                TimedOutTree(
+                    spout.component_id,
+                    spout.task_id,
+                    msg_id,
+                    root,
+                    now,
+                    now - emitted_at,
+                    tuple(holders.get(root, ())),
+                )
+            )
+
+    def records(self) -> list[TimedOutTree]:
+        """The newest timed-out trees, newest last (safe from any thread)."""
+        return list(self._records.copy())
+
+    def since(self, count: int) -> list[dict[str, Any]]:
+        """Records added after the first ``count`` (as many as are kept), as dicts: what
+        a worker's report carries to the driver."""
+        new = self.count - count
+        records = self.records()
+        return [r.to_dict() for r in records[-new:]] if new > 0 else []

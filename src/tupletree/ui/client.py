@@ -1,0 +1,170 @@
+"""What ``tupletree list|stats|activate|deactivate|kill`` call: a running cluster's web
+service, over its REST API (the same answers a script gets from curl).
+
+Errors the service answers (an unknown topology: 404) and a service that cannot be
+reached raise ``UIClientError`` with a message that names the address.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+DEFAULT_ADDRESS = "127.0.0.1:8080"
+TIMEOUT_SECS = 30.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+
+
+class UIClientError(RuntimeError):
+    """A call to the web service failed; ``status`` is its HTTP status (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def base_url(address: str) -> str:
+    """``HOST:PORT`` (or a full ``http://`` URL) -> ``http://HOST:PORT``."""
+    if "://" in address:
+        return address.rstrip("/")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UIClientError(f"--ui wants HOST:PORT (e.g. {DEFAULT_ADDRESS}), got {address!r}")
+    return f"http://{host}:{port}"
+
+
+class UIClient:
+    def __init__(self, address: str = DEFAULT_ADDRESS) -> None:
+        self.url = base_url(address)
+
+    def _call(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            self.url + path, method=method, data=b"" if method == "POST" else None
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as response:
+                return json.loads(response.read(MAX_ANSWER_BYTES))
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read(MAX_ANSWER_BYTES))["errorMessage"]
+            except (ValueError, KeyError, TypeError):
+                message = exc.reason
+            raise UIClientError(f"{self.url}: {exc.code} {message}", exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise UIClientError(
+                f"cannot reach the tupletree web service at {self.url}: {reason} "
+                "(is a cluster running with ui_port set, and is --ui its address?)"
+            ) from None
+
+    @staticmethod
+    def _quoted(name: str) -> str:
+        return urllib.parse.quote(name, safe="")
+
+    def topologies(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/api/v1/topology/summary")["topologies"]
+
+    def topology(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/api/v1/topology/{self._quoted(name)}")
+
+    def component(self, name: str, component: str) -> dict[str, Any]:
+        return self._call(
+            "GET", f"/api/v1/topology/{self._quoted(name)}/component/{self._quoted(component)}"
+        )
+
+    def activate(self, name: str) -> dict[str, Any]:
+        return self._call("POST", f"/api/v1/topology/{self._quoted(name)}/activate")
+
+    def deactivate(self, name: str) -> dict[str, Any]:
+        return self._call("POST", f"/api/v1/topology/{self._quoted(name)}/deactivate")
+
+    def kill(self, name: str, wait_secs: float) -> dict[str, Any]:
+        return self._call("POST", f"/api/v1/topology/{self._quoted(name)}/kill/{wait_secs:g}")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def format_list(topologies: list[dict[str, Any]]) -> str:
+    """``storm list``'s table."""
+    if not topologies:
+        return "No topologies running."
+    rows = [
+        ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs", "Acked", "Failed")
+    ]
+    for t in topologies:
+        rows.append(
+            (
+                t["name"],
+                t["status"],
+                str(t.get("tasksTotal", "-")),
+                str(t.get("workersTotal", "-")),
+                str(t.get("uptimeSeconds", "-")),
+                f"{t.get('acked', 0):,}",
+                f"{t.get('failed', 0):,}",
+            )
+        )
+    return _table(rows)
+
+
+def _count(key: str) -> Any:
+    return lambda c: f"{c[key]:,}"
+
+
+# (column, how to show it) of the stats tables: Storm's names, the page's figures.
+SPOUT_COLUMNS = (
+    ("spout", lambda c: c["spoutId"]),
+    ("tasks", lambda c: str(c["tasks"])),
+    ("emitted", _count("emitted")),
+    ("acked", _count("acked")),
+    ("failed", _count("failed")),
+    ("timed_out", _count("timedOut")),
+    ("pending", _count("pending")),
+    ("complete_ms", lambda c: _ms(c["completeLatency"])),
+)
+BOLT_COLUMNS = (
+    ("bolt", lambda c: c["boltId"]),
+    ("tasks", lambda c: str(c["tasks"])),
+    ("executed", _count("executed")),
+    ("emitted", _count("emitted")),
+    ("acked", _count("acked")),
+    ("failed", _count("failed")),
+    ("capacity", lambda c: f"{c['capacity']:.3f}"),
+    ("execute_ms", lambda c: _ms(c["executeLatency"])),
+)
+
+
+def format_stats(topo: dict[str, Any]) -> str:
+    """A topology's components, one line each (what the page's table shows)."""
+    lines = [
+        f"{topo['name']}  {topo['status']}  up {topo['uptime']}  "
+        f"acked {topo['acked']:,}  failed {topo['failed']:,}"
+    ]
+    for columns, components in ((SPOUT_COLUMNS, topo["spouts"]), (BOLT_COLUMNS, topo["bolts"])):
+        rows = [tuple(name for name, _ in columns)]
+        rows += [tuple(show(c) for _, show in columns) for c in components]
+        lines += ["", _table(rows)]
+    errors = topo.get("errors") or []
+    if errors:
+        last = errors[-1]
+        lines += [
+            "",
+            f"{len(errors)} recent error(s); the last: {last['component']}: {last['error']}",
+        ]
+    return "\n".join(lines)
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)

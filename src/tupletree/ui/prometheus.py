@@ -1,0 +1,229 @@
+"""Prometheus metrics of a running cluster, read from ``cluster.metrics(name)`` on scrape.
+
+A custom Collector: nothing is counted twice and nothing extra runs on the tuple path;
+each scrape asks the cluster for its per-task figures and turns them into metric
+families. Names start ``tupletree_``; counters end ``_total``; times are in seconds;
+labels are ``topology``, ``component`` and ``task`` (never message ids or tuple values,
+so the number of series is bounded by the number of tasks).
+
+Failed trees are split by ``reason``: ``timeout`` (the tree outlived the message timeout)
+and ``explicit`` (a bolt failed a tuple of it). A ReliableSpout's messages that used up
+their retries are ``tupletree_spout_retries_exhausted_total``: a message counts there
+once, after its last failed tree was counted under its reason.
+
+Histograms are rebuilt from tupletree's own log-linear buckets (~12% wide), each counted
+under the first Prometheus bound at or above its upper edge: a bucket is never counted
+below its true bound, at worst one bound too high.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from tupletree.reliability.protocol import ACKER_COMPONENT
+
+log = logging.getLogger("tupletree.ui")
+
+BOUNDS_SECS = (
+    0.00001,
+    0.00005,
+    0.0001,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+TASK_LABELS = ["topology", "component", "task"]
+
+# (metric name, help, metrics() key) of the per-task counters.
+COUNTERS = (
+    ("tupletree_tuples_emitted", "Tuples emitted by the task.", "emitted"),
+    (
+        "tupletree_tuples_transferred",
+        "Tuples delivered to target tasks (an emit to n tasks counts n).",
+        "transferred",
+    ),
+    ("tupletree_tuples_executed", "Tuples the task executed.", "executed"),
+    (
+        "tupletree_tuples_acked",
+        "Trees completed (spouts, ackers) or input tuples acked (bolts).",
+        "acked",
+    ),
+    ("tupletree_task_errors", "Errors the task reported (user exceptions).", "errors"),
+    (
+        "tupletree_task_busy_seconds",
+        "Seconds the task spent executing tuples; its rate is Storm's capacity.",
+        "busy_secs",
+    ),
+)
+
+
+def histogram_buckets(described: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """Cumulative Prometheus buckets (``le`` in seconds, with ``+Inf``) from
+    ``LatencyHistogram.describe()``'s ``[upper_ms, count]`` pairs."""
+    counts = [0] * len(BOUNDS_SECS)
+    for upper_ms, n in described["buckets"]:
+        upper = upper_ms / 1000.0
+        for i, bound in enumerate(BOUNDS_SECS):
+            if upper <= bound:
+                counts[i] += n
+                break
+    out = []
+    running = 0
+    for bound, n in zip(BOUNDS_SECS, counts, strict=True):
+        running += n
+        out.append((repr(bound), float(running)))
+    out.append(("+Inf", float(described["count"])))
+    return out
+
+
+class ClusterCollector(Collector):
+    """Reads a cluster on every ``collect()``: ``topologies()``, ``metrics(name)``,
+    ``topology_info(name)`` and, where the cluster has it, ``worker_stats(name)``
+    (SparkCluster). A topology killed between the listing and its read is skipped."""
+
+    def __init__(self, cluster: Any, on_error: Callable[[str, BaseException], None] | None = None):
+        self.cluster = cluster
+        self.on_error = on_error
+
+    def describe(self) -> list[Metric]:
+        return []  # no fixed set: families depend on the running topologies
+
+    def collect(self) -> Iterator[Metric]:
+        counters = {
+            key: CounterMetricFamily(name, doc, labels=TASK_LABELS) for name, doc, key in COUNTERS
+        }
+        failed = CounterMetricFamily(
+            "tupletree_tuples_failed",
+            "Trees failed (spouts, ackers) or input tuples failed (bolts), by reason.",
+            labels=[*TASK_LABELS, "reason"],
+        )
+        exhausted = CounterMetricFamily(
+            "tupletree_spout_retries_exhausted",
+            "Messages a ReliableSpout gave up on after max_retries failed trees.",
+            labels=TASK_LABELS,
+        )
+        complete = HistogramMetricFamily(
+            "tupletree_complete_latency_seconds",
+            "Time from a spout tuple's emit to its tree's completion.",
+            labels=TASK_LABELS,
+        )
+        execute = HistogramMetricFamily(
+            "tupletree_execute_latency_seconds",
+            "Time a bolt or acker task spends per tuple (turn time over tuples).",
+            labels=TASK_LABELS,
+        )
+        pending = GaugeMetricFamily(
+            "tupletree_spout_pending",
+            "Trees of a spout task not yet acked or failed.",
+            labels=TASK_LABELS,
+        )
+        acker_pending = GaugeMetricFamily(
+            "tupletree_acker_pending_trees",
+            "Trees an acker task is tracking.",
+            labels=TASK_LABELS,
+        )
+        queued = GaugeMetricFamily(
+            "tupletree_queue_depth", "Tuples waiting in the task's inbox.", labels=TASK_LABELS
+        )
+        capacity = GaugeMetricFamily(
+            "tupletree_queue_capacity",
+            "Inbox depth over which the worker stops polling its spouts (backpressure).",
+            labels=TASK_LABELS,
+        )
+        active = GaugeMetricFamily(
+            "tupletree_topology_active", "1 while the topology is active.", labels=["topology"]
+        )
+        restarts = CounterMetricFamily(
+            "tupletree_worker_restarts",
+            "Times Spark restarted the worker's task.",
+            labels=["topology", "worker"],
+        )
+        memory = GaugeMetricFamily(
+            "tupletree_worker_memory_bytes",
+            "Resident memory of the worker's current process.",
+            labels=["topology", "worker", "host"],
+        )
+        cluster = self.cluster
+        for name in cluster.topologies():
+            try:
+                metrics = cluster.metrics(name)
+                info = cluster.topology_info(name)
+            except KeyError:
+                continue  # killed meanwhile
+            except Exception as exc:  # a failed Spark job: other topologies still count
+                if self.on_error is not None:
+                    self.on_error(name, exc)
+                continue
+            active.add_metric([name], 1.0 if info["active"] else 0.0)
+            for cid, entry in metrics.items():
+                for task, t in entry.get("tasks", {}).items():
+                    labels = [name, cid, str(task)]
+                    for key, family in counters.items():
+                        family.add_metric(labels, float(t.get(key, 0)))
+                    timed_out = t.get("timed_out", 0)
+                    failed.add_metric([*labels, "timeout"], float(timed_out))
+                    failed.add_metric(
+                        [*labels, "explicit"], float(max(0, t.get("failed", 0) - timed_out))
+                    )
+                    hist = t.get("complete_latency_hist")
+                    if hist:
+                        complete.add_metric(labels, histogram_buckets(hist), hist["sum_ms"] / 1e3)
+                    hist = t.get("execute_latency_hist")
+                    if hist:
+                        execute.add_metric(labels, histogram_buckets(hist), hist["sum_ms"] / 1e3)
+                    if "pending" in t:
+                        target = acker_pending if cid == ACKER_COMPONENT else pending
+                        target.add_metric(labels, float(t["pending"]))
+                    if "queued" in t:
+                        queued.add_metric(labels, float(t["queued"]))
+                    if "queue_limit" in t:
+                        capacity.add_metric(labels, float(t["queue_limit"]))
+                per_task = entry.get("custom", {}).get("retries_exhausted", {})
+                for task, value in per_task.items():
+                    if isinstance(value, int | float):
+                        exhausted.add_metric([name, cid, str(task)], float(value))
+            stats = getattr(cluster, "worker_stats", None)
+            if stats is not None:
+                try:
+                    workers = stats(name)
+                except KeyError:
+                    workers = {}
+                for index, w in workers.items():
+                    restarts.add_metric([name, str(index)], float(w["restarts"]))
+                    if w.get("rss_bytes") is not None:
+                        memory.add_metric([name, str(index), w["host"]], float(w["rss_bytes"]))
+        yield active
+        yield from counters.values()
+        yield failed
+        yield exhausted
+        yield complete
+        yield execute
+        yield pending
+        yield acker_pending
+        yield queued
+        yield capacity
+        yield restarts
+        yield memory

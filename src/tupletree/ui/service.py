@@ -1,0 +1,138 @@
+"""UIService: the web view of one cluster, served by a WebServer, with a sampler that
+keeps each running topology's recent history for rates, capacity and charts.
+
+The service reads and steers the cluster only through its public methods
+(``topologies``, ``topology_info``, ``metrics``, ``errors``, ``activate``,
+``deactivate``, ``kill_topology``, and where the cluster has them ``worker_stats`` and
+``timed_out``), so LocalCluster and SparkCluster get the same service.
+
+Bounds: one history per running topology (dropped when it stops running), each of at
+most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from tupletree.ui.graph import topology_graph
+from tupletree.ui.history import DEFAULT_MAX_POINTS, TopologyHistory
+from tupletree.webserver import WebServer
+
+log = logging.getLogger("tupletree.ui")
+
+DEFAULT_SAMPLE_SECS = 1.0
+MAX_PENDING_KILLS = 64
+
+
+class UIService:
+    """``UIService(cluster, host, port).start()``; ``url``; ``stop()``."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        sample_secs: float = DEFAULT_SAMPLE_SECS,
+        max_points: int = DEFAULT_MAX_POINTS,
+    ) -> None:
+        from tupletree.ui.app import make_app
+
+        self.cluster = cluster
+        self.sample_secs = sample_secs
+        self.max_points = max_points
+        self._histories: dict[str, TopologyHistory] = {}
+        self._graphs: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._kills: list[threading.Timer] = []
+        self._sampler = threading.Thread(target=self._sample_loop, name="tupletree-ui-sampler")
+        self._sampler.daemon = True
+        self.server = WebServer(make_app(self), host, port, name="tupletree-ui")
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def start(self) -> UIService:
+        self.server.start()
+        self._sampler.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            kills, self._kills = self._kills, []
+        for timer in kills:
+            timer.cancel()
+        if self._sampler.is_alive():
+            self._sampler.join(10.0)
+        self.server.stop()
+
+    # -- history ----------------------------------------------------------------------
+
+    def _sample_loop(self) -> None:
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                self.sample()
+            except Exception:  # keep sampling: a view must not die of one bad read
+                log.exception("tupletree ui: sampling failed")
+            self._stopping.wait(max(0.0, self.sample_secs - (time.monotonic() - started)))
+
+    def sample(self) -> None:
+        """Take one sample of every running topology (the sampler calls this)."""
+        names = list(self.cluster.topologies())
+        for name in names:
+            try:
+                metrics = self.cluster.metrics(name)
+            except Exception:  # killed meanwhile, or its Spark job ended
+                continue
+            self.history(name).add(time.monotonic(), metrics)
+        with self._lock:
+            for gone in set(self._histories) - set(names):
+                del self._histories[gone]
+                self._graphs.pop(gone, None)
+
+    def history(self, name: str) -> TopologyHistory:
+        with self._lock:
+            history = self._histories.get(name)
+            if history is None:
+                topology = self.cluster.topology_info(name)["topology"]
+                spouts = [s.id for s in topology.spouts]
+                history = TopologyHistory(spouts, max_points=self.max_points)
+                self._histories[name] = history
+                self._graphs[name] = topology_graph(topology)
+            return history
+
+    def graph(self, name: str) -> dict[str, Any]:
+        self.history(name)
+        with self._lock:
+            return self._graphs[name]
+
+    # -- steering ---------------------------------------------------------------------
+
+    def kill_later(self, name: str, wait_secs: float) -> None:
+        """Storm's kill with a wait: deactivate now, kill after ``wait_secs``."""
+        with self._lock:
+            self._kills = [t for t in self._kills if t.is_alive()]
+            if len(self._kills) >= MAX_PENDING_KILLS:
+                raise RuntimeError(f"{len(self._kills)} kills are already waiting")
+        self.cluster.deactivate(name)
+
+        def kill() -> None:
+            try:
+                self.cluster.kill_topology(name)
+            except KeyError:
+                pass  # killed by someone else meanwhile
+            except Exception:
+                log.exception("tupletree ui: killing %s failed", name)
+
+        timer = threading.Timer(wait_secs, kill)
+        timer.daemon = True
+        with self._lock:
+            self._kills.append(timer)
+        timer.start()
