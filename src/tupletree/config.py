@@ -42,6 +42,9 @@ class Config:
     # which the DRPC builder sets on the bolts it wraps to drive their expiry, leaving
     # topology.tick.tuple.freq.secs (at either level) to the user's bolt.
     TOPOLOGY_SYSTEM_TICK_FREQ_SECS = "tupletree.system.tick.freq.secs"
+    # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
+    # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
+    SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
 
 
 DEFAULTS: dict[str, Any] = {
@@ -60,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 0.2,
     Config.DRPC_REQUEST_TIMEOUT_SECS: 600,
     Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: None,
+    Config.SUPERVISOR_WORKER_TIMEOUT_SECS: 30,
 }
 
 
@@ -121,6 +125,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: _fraction,
     Config.DRPC_REQUEST_TIMEOUT_SECS: _number(positive=True),
     Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: _number(positive=True, optional=True),
+    Config.SUPERVISOR_WORKER_TIMEOUT_SECS: _number(positive=True),
 }
 
 

@@ -181,3 +181,25 @@ def test_start_timeout_names_missing_workers_and_cleans_up(spark):
     while spark.sparkContext.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+
+
+def test_worker_whose_task_ends_cleanly_is_started_again_and_reported(spark):
+    """A worker whose code returns while the launcher runs (its Spark task, and so its
+    job, ends "cleanly") is given a new job: it registers again and the restart is an
+    event with the reason. Spark alone does not re-run a task that finished."""
+    launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="clean", start_timeout=25)
+    workers = launcher.start()
+    try:
+        assert launcher.send(0, {"type": "stop", "reason": "not from the launcher's stop"})
+        again = launcher.wait_for_registration(0, min_attempt=1, timeout=30)
+        assert again.pid != workers[0].pid
+        got = collect(launcher, lambda ms: any(m.type == "worker_restarting" for m in ms))
+        event = next(m for m in got if m.type == "worker_restarting")
+        assert event.worker == 0 and event.attempt == 0
+        assert event.msg["restarts"] == 1 and event.msg["delay"] == 0.0
+        assert "returned while the topology is running" in event.msg["reason"]
+        assert launcher.restarts == {0: 1}
+        assert launcher.running
+    finally:
+        assert launcher.stop(timeout=10) == []
+    assert not launcher.running

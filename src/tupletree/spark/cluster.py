@@ -1,11 +1,13 @@
 """SparkCluster: run topologies as workers on Spark, with LocalCluster's semantics.
 
 The driver plays Storm's Nimbus: ``submit_topology`` validates the topology, places
-its executors on ``topology.workers`` workers (Storm's even scheduler), and starts them
-as long-running tasks of one background Spark job through a WorkerLauncher; Spark plays
-the Supervisor, re-running a worker whose process died. The driver keeps each worker's
-latest metrics and errors (sent every half second), and relays activate, deactivate
-and kill.
+its executors on ``topology.workers`` workers (Storm's even scheduler), and starts each
+as a long-running task of a background Spark job of its own through a WorkerLauncher.
+The launcher and Spark's task retry play the Supervisor: a worker that dies, hangs
+(``supervisor.worker.timeout.secs``) or whose task ends while its topology is alive is
+started again, forever, with backoff; each restart is in ``errors(name)`` and counted in
+``worker_restarts(name)``. The driver keeps each worker's latest metrics and errors (sent
+every half second), and relays activate, deactivate and kill.
 
 Component classes are shipped by value (cloudpickle), so a topology defined in a script,
 a test module or a file run with ``tupletree run`` works without installing it on the
@@ -55,6 +57,7 @@ class _Running:
         self.reports: dict[int, tuple[int, dict[str, Any], float]] = {}
         self.ready: set[int] = set()  # workers that said "ready" (any attempt)
         self.ended: str | None = None  # why the Spark job ended, when nobody asked it to
+        self.crash_loops: dict[int, str] = {}  # worker -> the last error of its crash loop
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.logs: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.changed = threading.Condition(self.lock)
@@ -79,6 +82,12 @@ class _Running:
                     f"worker {message.worker} (attempt {message.attempt}): "
                     f"{msg.get('error')}\n{msg.get('traceback', '')}"
                 )
+            elif kind == protocol.WORKER_RESTARTING:
+                self.errors.append(restart_text(message.worker, message.attempt, msg))
+                if msg.get("crash_loop"):
+                    self.crash_loops[message.worker] = str(msg.get("reason"))
+                else:
+                    self.crash_loops.pop(message.worker, None)
             elif kind == protocol.JOB_ENDED and not msg.get("requested"):
                 self.ended = msg.get("error") or "it ended without being asked to"
                 self.errors.append(f"the Spark job running the workers ended: {self.ended}")
@@ -91,6 +100,21 @@ class _Running:
                     msg.get("line"),
                 )
             self.changed.notify_all()
+
+
+def restart_text(worker: int, attempt: int, msg: dict[str, Any]) -> str:
+    """The ``errors(name)`` line for one restart of a worker."""
+    text = (
+        f"worker {worker} restarted (restart {msg.get('restarts')}): attempt {attempt} "
+        f"ended after {msg.get('lived', 0.0):.1f} s: {msg.get('reason')}; "
+        f"next attempt in {msg.get('delay', 0.0):.1f} s"
+    )
+    if msg.get("crash_loop"):
+        text += (
+            f"; crash loop: {msg.get('quick_deaths')} attempts in a row died young, "
+            f"the last with: {msg.get('reason')}"
+        )
+    return text
 
 
 class SparkCluster(ClusterBase):
@@ -168,6 +192,7 @@ class SparkCluster(ClusterBase):
             start_timeout=START_TIMEOUT_SECS,
             slot_wait=SLOT_WAIT_SECS,
             on_message=running.on_message,
+            worker_timeout=full_conf[Config.SUPERVISOR_WORKER_TIMEOUT_SECS],
         )
         running.launcher = launcher
         launcher.start()
@@ -176,15 +201,21 @@ class SparkCluster(ClusterBase):
             while running.ready != set(range(workers)):
                 if launcher.job_error is not None or not launcher.running:
                     break
+                if set(running.crash_loops) - running.ready:
+                    break  # a worker that cannot get ready: say so now, not at the timeout
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 running.changed.wait(min(remaining, 0.5))
             ready = set(running.ready)
             errors = list(running.errors)
+            loops = {w: e for w, e in running.crash_loops.items() if w not in ready}
         if ready != set(range(workers)):
             launcher.stop(timeout=10.0)
             detail = f"; first worker error: {errors[0]}" if errors else ""
+            if loops:
+                worker, error = min(loops.items())
+                detail = f"; worker {worker} is in a crash loop: {error}{detail}"
             raise RuntimeError(
                 f"topology {name!r}: workers {sorted(set(range(workers)) - ready)} did not "
                 f"start their tasks{detail}"
@@ -224,16 +255,21 @@ class SparkCluster(ClusterBase):
         """The current attempt of every worker: pid, host, address, attempt."""
         return self._get(name).launcher.workers
 
+    def worker_restarts(self, name: str) -> dict[int, int]:
+        """Worker index -> how many times it was started again since submit (after it
+        died, hung, or its Spark task ended); each restart is also in ``errors(name)``."""
+        return self._get(name).launcher.restarts
+
     # -- observation ----------------------------------------------------------------
 
     def metrics(self, name: str) -> dict[str, dict[str, Any]]:
         """Same shape as LocalCluster.metrics, summed over workers (and over the
         attempts of a worker that was restarted).
 
-        Raises SparkJobFailed once the Spark job that runs the workers has ended without
-        being asked to (a worker failed more often than Spark retries tasks): the last
-        figures would otherwise stand still forever. ``errors(name)`` says why, and
-        ``kill_topology(name)`` still cleans up."""
+        Raises SparkJobFailed once the workers' Spark jobs can no longer be run (Spark
+        itself stopped): the last figures would otherwise stand still forever.
+        ``errors(name)`` says why, and ``kill_topology(name)`` still cleans up. How often
+        each worker was restarted: ``worker_restarts(name)``."""
         running = self._get(name)
         with running.lock:
             _raise_if_ended(name, running)

@@ -1,14 +1,17 @@
 """Driver side: run W workers as W long-running Spark tasks and keep in touch with them.
 
 Storm's roles mapped onto Spark: the driver is Nimbus (this launcher hands out the
-assignment and the peer table and relays commands), and Spark's task retry is the
-Supervisor (a worker whose process dies fails its task; Spark runs that task again, it
-registers anew, and we tell the other workers its new address).
+assignment and the peer table and relays commands) and, with Spark's task retry, the
+Supervisor: a worker whose process dies fails its task and Spark runs that task again,
+or, once Spark's retries for it are spent or its task ended while the topology is alive,
+the launcher submits the worker a new job. Either way it registers anew and we tell the
+other workers its new address. Why this shape, and the decisions it takes (backoff,
+crash loops, hung workers): ``tupletree.spark.supervision``.
 
-One Spark job with exactly W partitions runs the workers, one task each, on a background
-driver thread, under a job group so that ``stop`` can cancel it. Not barrier mode: a
-barrier stage restarts every task when one fails, and aborts the job if it is the result
-stage; here a dead worker's task is retried alone.
+Each worker runs as a Spark job of one task, on a driver thread of its own, all under one
+job group so that ``stop`` can cancel them. Not barrier mode: a barrier stage restarts
+every task when one fails, and aborts the job if it is the result stage; here a dead
+worker is started again alone.
 
 The control service is a zmq ROUTER on the driver. Workers connect with ``ControlClient``
 (``tupletree.spark.worker_side``); frames are signed pickles (``protocol``).
@@ -20,6 +23,7 @@ import contextlib
 import logging
 import os
 import queue
+import signal
 import socket
 import threading
 import time
@@ -40,6 +44,7 @@ from tupletree.spark.errors import (
 )
 from tupletree.spark.protocol import Message
 from tupletree.spark.slots import describe_shortage, is_local_master, slot_info
+from tupletree.spark.supervision import Restart, RestartPolicy, WorkerRestarts, hung_for
 from tupletree.spark.worker_side import WorkerMain, make_control_address, task_function
 
 if TYPE_CHECKING:
@@ -87,6 +92,11 @@ class WorkerMessage:
 MessageHandler = Callable[[WorkerMessage], None]
 
 _ACK: Message = {"type": protocol.ACK}
+# Messages that do not show a worker's scheduler loop is alive (the control client's
+# own thread or the task wrapper send them), so they do not count against a hang.
+_NOT_FROM_THE_LOOP = frozenset(
+    {protocol.HEARTBEAT, protocol.LOG, protocol.TASK_STARTED, protocol.ERROR, protocol.EXITING}
+)
 
 
 class WorkerLauncher:
@@ -98,9 +108,18 @@ class WorkerLauncher:
 
     ``assignments[i]`` (anything picklable) is given to worker ``i`` in its welcome.
     Messages from workers, and the launcher's own events (``task_started``,
-    ``worker_registered``, ``job_ended``), go to ``on_message`` (called on the
-    launcher's control or job thread: keep it quick, never block on the launcher) or,
-    without one, to a bounded inbox read with ``recv``.
+    ``worker_registered``, ``worker_restarting``, ``job_ended``), go to ``on_message``
+    (called on the launcher's control or job threads: keep it quick, never block on the
+    launcher) or, without one, to a bounded inbox read with ``recv``.
+
+    Once every worker has registered, a worker that dies or whose task ends is started
+    again, forever, paced by ``restart_policy``; each restart is a ``worker_restarting``
+    event (``reason``, ``delay``, ``restarts``, ``crash_loop``, ``last_error``). With
+    ``worker_timeout`` set, a registered worker that sends nothing but its control
+    client's own heartbeats for that long (``start_timeout`` before its first message) is
+    hung: it is killed and restarted the same way. Before every worker has registered, a
+    worker's job that ends fails ``start`` instead, so a worker that cannot start is an
+    error at once.
     """
 
     def __init__(
@@ -117,9 +136,13 @@ class WorkerLauncher:
         ping_interval: float = 1.0,
         on_message: MessageHandler | None = None,
         inbox_size: int = 10_000,
+        worker_timeout: float | None = None,
+        restart_policy: RestartPolicy | None = None,
     ) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if worker_timeout is not None and worker_timeout <= 0:
+            raise ValueError(f"worker_timeout must be > 0 or None, got {worker_timeout}")
         self.sc: SparkContext = getattr(spark, "sparkContext", spark)  # type: ignore[assignment]
         self.name = name
         self.num_workers = num_workers
@@ -130,6 +153,8 @@ class WorkerLauncher:
         self._bind_host = bind_host
         self._ping_interval = ping_interval
         self._on_message = on_message
+        self._worker_timeout = worker_timeout
+        self._policy = restart_policy or RestartPolicy()
         self.job_group = f"tupletree-{name}-{uuid.uuid4().hex[:8]}"
 
         self._secret = protocol.new_secret()
@@ -147,6 +172,19 @@ class WorkerLauncher:
         self._started = False
         self._closed = False
         self._seen_pids: set[tuple[str, int]] = set()
+        # Supervision, per worker index: restart history; (attempt, when its worker code
+        # starts, after any backoff); (attempt, when it last reported from its loop);
+        # the highest attempt heard of; the last fatal error (attempt, text); a hung
+        # attempt being killed (attempt, since); backoff owed to the next start.
+        self._restarts = {i: WorkerRestarts(i, self._policy) for i in range(num_workers)}
+        self._attempt_started: dict[int, tuple[int, float]] = {}
+        self._last_beat: dict[int, tuple[int, float]] = {}
+        self._max_attempt: dict[int, int] = {}
+        self._last_fatal: dict[int, tuple[int, str]] = {}
+        self._killing: dict[int, tuple[int, float]] = {}
+        self._owed_delay: dict[int, float] = {}
+        self._job_threads: dict[int, threading.Thread] = {}
+        self._jobs_left = 0
 
         self._inbox: deque[WorkerMessage] = deque(maxlen=inbox_size)
         self._outbox: queue.Queue[tuple[bytes, list[bytes]]] = queue.Queue()
@@ -155,7 +193,6 @@ class WorkerLauncher:
         self._wake_tx: zmq.Socket | None = None
         self._wake_lock = threading.Lock()
         self._control_thread: threading.Thread | None = None
-        self._job_thread: threading.Thread | None = None
         self.control_address = ""
 
     # ================================================================= lifecycle
@@ -172,7 +209,7 @@ class WorkerLauncher:
         self._check_slots()
         try:
             self._open_control_service()
-            self._job_thread = self._spawn_job_thread()
+            self._spawn_job_threads()
             return self._wait_started()
         except BaseException:
             self.stop(timeout=5.0)
@@ -190,21 +227,24 @@ class WorkerLauncher:
         """
         if self._closed:
             return []
-        with self._lock:
+        with self._changed:
             self._stopping = True
+            self._changed.notify_all()  # wakes job threads waiting out a backoff
         if self._router is not None:
             self.broadcast({"type": protocol.STOP, "reason": reason})
-        job_thread = self._job_thread
-        if job_thread is not None:
+        job_threads = list(self._job_threads.values())
+        if job_threads:
             unreachable = self._unreachable_workers()
             if unreachable:
-                # A worker that never registered cannot be told to stop, so the job
+                # A worker that never registered cannot be told to stop, so its job
                 # cannot end by itself: let the others exit cleanly, then cancel.
                 self._wait_exited(timeout)
             with self._lock:
                 done = self._job_done
-            job_thread.join(timeout if done or not unreachable else 0)
-            if job_thread.is_alive():
+            deadline = time.monotonic() + (timeout if done or not unreachable else 0)
+            for thread in job_threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+            if any(t.is_alive() for t in job_threads):
                 why = (
                     f"workers {unreachable} never registered"
                     if unreachable
@@ -212,9 +252,11 @@ class WorkerLauncher:
                 )
                 log.info("%s: %s; cancelling Spark job group %s", self.name, why, self.job_group)
                 self.sc.cancelJobGroup(self.job_group)
-                job_thread.join(max(10.0, timeout))
-                if job_thread.is_alive():
-                    log.warning("%s: Spark job still running after cancel", self.name)
+                deadline = time.monotonic() + max(10.0, timeout)
+                for thread in job_threads:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+                if any(t.is_alive() for t in job_threads):
+                    log.warning("%s: Spark jobs still running after cancel", self.name)
         leftovers = self._wait_local_pids_gone(5.0)
         if leftovers:
             log.warning("%s: worker processes still alive after stop: %s", self.name, leftovers)
@@ -284,15 +326,23 @@ class WorkerLauncher:
 
     @property
     def job_error(self) -> BaseException | None:
-        """The error the Spark job ended with, if it ended with one."""
+        """The error a worker's Spark job ended with when the launcher gave up on it
+        (during start, or once Spark itself stopped), if it ended with one."""
         with self._lock:
             return self._job_error
 
     @property
     def running(self) -> bool:
-        """True while the Spark job that runs the workers has not ended."""
+        """True while the workers' Spark jobs run or will be started again: from start
+        until stop, or until the launcher gave up (see ``job_error``)."""
         with self._lock:
             return self._started and not self._job_done
+
+    @property
+    def restarts(self) -> dict[int, int]:
+        """Worker index -> how many times it was started again since ``start``."""
+        with self._lock:
+            return {i: r.restarts for i, r in self._restarts.items()}
 
     def wait_for_registration(
         self, worker: int, min_attempt: int = 0, timeout: float = 30.0
@@ -390,41 +440,126 @@ class WorkerLauncher:
         bind = conf.get("spark.driver.bindAddress") or advertised
         return socket.gethostbyname(bind), advertised
 
-    def _spawn_job_thread(self) -> threading.Thread:
+    def _spawn_job_threads(self) -> None:
         from pyspark import InheritableThread
 
-        fn = task_function(self._worker_main, self.control_address)
-        thread = InheritableThread(
-            target=self._run_job, args=(fn,), name=f"tupletree-job-{self.name}", daemon=True
-        )
-        thread.start()
-        return thread
+        self._jobs_left = self.num_workers
+        for index in range(self.num_workers):
+            thread = InheritableThread(
+                target=self._run_worker_jobs,
+                args=(index,),
+                name=f"tupletree-job-{self.name}-w{index}",
+                daemon=True,
+            )
+            self._job_threads[index] = thread
+            thread.start()
 
-    def _run_job(self, fn: Callable[..., Any]) -> None:
+    def _run_worker_jobs(self, index: int) -> None:
+        """Run worker ``index``'s Spark job; while the topology lives, run it again each
+        time it ends (after the backoff the restart policy gives)."""
+        base = 0
+        final: Message | None = None
+        while True:
+            error = self._run_one_job(index, base)
+            restart: Restart | None = None
+            with self._changed:
+                if self._stopping:
+                    break
+                if not self._all_registered or self._spark_stopped():
+                    # During start a worker that cannot run is an error at once (start
+                    # raises it); and with Spark itself gone there is nowhere to run.
+                    self._job_done = True
+                    self._job_error = error or RuntimeError(
+                        f"worker {index}'s Spark task ended before the topology started"
+                    )
+                    self._changed.notify_all()
+                    text = _summarize_spark_error(self._job_error)
+                    final = {"type": protocol.JOB_ENDED, "error": text, "requested": False}
+                    break
+                # At least this job's first attempt died, even if its start was not heard.
+                attempt = max(self._max_attempt.get(index, base), base)
+                reason = self._death_reason(index, attempt, error)
+                restart = self._count_death(index, attempt, time.monotonic(), reason)
+                base = max(base, attempt + 1)
+                self._owed_delay.pop(index, None)  # waited for here, not by the task
+            if restart is not None:
+                self._report_restart(restart)
+            delay = restart.delay if restart is not None else 0.0
+            with self._changed:
+                deadline = time.monotonic() + delay
+                while not self._stopping and time.monotonic() < deadline:
+                    self._changed.wait(deadline - time.monotonic())
+                if self._stopping:
+                    break
+        with self._changed:
+            self._jobs_left -= 1
+            last = self._jobs_left == 0
+            if last and final is None:
+                self._job_done = True
+                final = {"type": protocol.JOB_ENDED, "error": None, "requested": True}
+            self._changed.notify_all()
+        if final is not None:
+            self._deliver(WorkerMessage(None, None, final))
+
+    def _run_one_job(self, index: int, attempt_base: int) -> BaseException | None:
         # In PySpark's pinned-thread mode (the default) job-group properties are per
         # thread, so they are set here, on the thread that submits the job.
-        error: BaseException | None = None
         try:
             self.sc.setJobGroup(
                 self.job_group,
-                f"tupletree {self.name}: {self.num_workers} workers",
+                f"tupletree {self.name}: worker {index}",
                 interruptOnCancel=True,
             )
-            rdd = self.sc.parallelize(range(self.num_workers), self.num_workers)
-            rdd.mapPartitionsWithIndex(fn).collect()
+            fn = task_function(self._worker_main, self.control_address, index, attempt_base)
+            self.sc.parallelize([index], 1).mapPartitions(fn).collect()
         except BaseException as exc:
-            error = exc
-        with self._changed:
-            self._job_done = True
-            self._job_error = None if self._stopping else error
-            requested = self._stopping
-            self._changed.notify_all()
-        text = None if error is None else _summarize_spark_error(error)
-        self._deliver(
-            WorkerMessage(
-                None, None, {"type": protocol.JOB_ENDED, "error": text, "requested": requested}
-            )
+            return exc
+        return None
+
+    def _spark_stopped(self) -> bool:
+        try:
+            return self.sc._jsc is None or bool(self.sc._jsc.sc().isStopped())
+        except Exception:
+            return True
+
+    def _death_reason(self, index: int, attempt: int, job_error: BaseException | None) -> str:
+        """Why attempt ``attempt`` of a worker ended, as well as the driver can tell."""
+        fatal = self._last_fatal.get(index)
+        if fatal is not None and fatal[0] == attempt:
+            return f"it raised {fatal[1]}"
+        if job_error is not None:
+            return f"its Spark job failed: {_summarize_spark_error(job_error)}"
+        if index in self._exited:
+            return "its worker code returned while the topology is running"
+        return "its Spark task ended while the topology is running"
+
+    def _count_death(self, index: int, attempt: int, now: float, reason: str) -> Restart | None:
+        """Record a death (under the lock); the restart decision, None if known already."""
+        started = self._attempt_started.get(index)
+        lived = now - started[1] if started is not None and started[0] == attempt else 0.0
+        return self._restarts[index].died(attempt, max(0.0, lived), reason)
+
+    def _report_restart(self, restart: Restart) -> None:
+        event = {
+            "type": protocol.WORKER_RESTARTING,
+            "reason": restart.reason,
+            "lived": restart.lived,
+            "delay": restart.delay,
+            "restarts": restart.restarts,
+            "crash_loop": restart.crash_loop,
+            "quick_deaths": restart.quick_deaths,
+        }
+        log.warning(
+            "%s: worker %d (attempt %d) died after %.1f s: %s; starting it again in %.1f s%s",
+            self.name,
+            restart.worker,
+            restart.died_attempt,
+            restart.lived,
+            restart.reason,
+            restart.delay,
+            " (crash loop)" if restart.crash_loop else "",
         )
+        self._deliver(WorkerMessage(restart.worker, restart.died_attempt, event))
 
     def _wait_started(self) -> dict[int, WorkerInfo]:
         deadline = time.monotonic() + self._start_timeout
@@ -521,6 +656,7 @@ class WorkerLauncher:
                     ping = protocol.encode(self._secret, {"type": protocol.PING})
                     for route in routes:
                         router.send_multipart([route, *ping])
+                    self._check_hung(now)
         except zmq.ContextTerminated:
             pass
         except Exception:
@@ -548,6 +684,12 @@ class WorkerLauncher:
                 index, attempt, msg = protocol.decode(self._secret, frames)
             except (protocol.BadFrame, TypeError, ValueError) as exc:
                 log.warning("%s: dropped a control frame: %s", self.name, exc)
+                continue
+            if msg.get("type") == protocol.TASK_STARTED:
+                delay = self._task_started(index, attempt, msg)
+                if msg.get("want_ack"):
+                    reply = {**_ACK, "delay": delay}
+                    router.send_multipart([route, *protocol.encode(self._secret, reply)])
                 continue
             if msg.get("want_ack"):
                 router.send_multipart([route, *protocol.encode(self._secret, _ACK)])
@@ -584,6 +726,9 @@ class WorkerLauncher:
                 self._routes[index] = route
                 self._exited.discard(index)
                 self._seen_pids.add((info.host, info.pid))
+                self._max_attempt[index] = max(attempt, self._max_attempt.get(index, attempt))
+                if self._attempt_started.get(index, (-1, 0.0))[0] < attempt:
+                    self._attempt_started[index] = (attempt, now)  # its task_started was lost
                 first_full = not self._all_registered and len(self._workers) == self.num_workers
                 if first_full:
                     self._all_registered = True
@@ -637,16 +782,102 @@ class WorkerLauncher:
             if current is not None and attempt < current.attempt:
                 return  # from an attempt that has been replaced
             kind = msg.get("type")
-            if kind == protocol.TASK_STARTED:
-                self._tasks[index] = {**msg, "attempt": attempt}
-                self._seen_pids.add((msg["host"], msg["pid"]))
-            elif kind == protocol.ERROR and msg.get("fatal"):
+            if kind == protocol.ERROR and msg.get("fatal"):
                 self._worker_errors[index] = str(msg.get("error"))
+                self._last_fatal[index] = (attempt, str(msg.get("error")))
                 self._changed.notify_all()
+            elif kind not in _NOT_FROM_THE_LOOP:
+                self._last_beat[index] = (attempt, time.monotonic())
             elif kind == protocol.EXITING:
                 self._exited.add(index)
                 self._changed.notify_all()
         self._deliver(WorkerMessage(index, attempt, msg))
+
+    def _task_started(self, index: int, attempt: int, msg: Message) -> float:
+        """A worker's task started: count the death of the attempt before it (Spark
+        re-ran the task) and answer how long the task should wait before starting."""
+        if not isinstance(index, int) or not 0 <= index < self.num_workers:
+            log.warning("%s: task start from unknown worker index %r", self.name, index)
+            return 0.0
+        now = time.monotonic()
+        restart: Restart | None = None
+        with self._changed:
+            self._tasks[index] = {**msg, "attempt": attempt}
+            self._seen_pids.add((msg["host"], msg["pid"]))
+            self._max_attempt[index] = max(attempt, self._max_attempt.get(index, attempt))
+            if self._all_registered and not self._stopping and attempt > 0:
+                reason = self._death_reason(index, attempt - 1, None)
+                if reason.startswith("its Spark task ended"):
+                    reason = "its process died without a word (killed, or out of memory?)"
+                restart = self._count_death(index, attempt - 1, now, reason)
+            delay = restart.delay if restart is not None else self._owed_delay.pop(index, 0.0)
+            self._attempt_started[index] = (attempt, now + delay)
+            self._changed.notify_all()
+        if restart is not None:
+            self._report_restart(restart)
+        self._deliver(WorkerMessage(index, attempt, {**msg, "delay": delay}))
+        return delay
+
+    def _check_hung(self, now: float) -> None:
+        """Kill the workers whose loops went silent for longer than ``worker_timeout``
+        (through Spark, which then re-runs them); a second kill, of the process, if the
+        first did not take within the timeout."""
+        timeout = self._worker_timeout
+        if timeout is None:
+            return
+        kills: list[tuple[int, int, Message | None, bool]] = []
+        restarts: list[Restart] = []
+        with self._lock:
+            if self._stopping or not self._all_registered:
+                return
+            for index, (attempt, started_at) in self._attempt_started.items():
+                killing = self._killing.get(index)
+                if killing is not None and killing[0] == attempt:
+                    if now - killing[1] > timeout:  # Spark's kill did not take
+                        self._killing[index] = (attempt, now)
+                        kills.append((index, attempt, self._tasks.get(index), True))
+                    continue
+                if attempt <= self._restarts[index].counted_through:
+                    continue  # known dead: its job is being started again
+                beat = self._last_beat.get(index)
+                last = beat[1] if beat is not None and beat[0] == attempt else None
+                silent = hung_for(
+                    now, started_at, last, timeout=timeout, start_timeout=self._start_timeout
+                )
+                if silent is None:
+                    continue
+                reason = (
+                    f"it hung: no report from its loop for {silent:.0f} s "
+                    f"(supervisor.worker.timeout.secs {timeout:g}); killed"
+                )
+                restart = self._count_death(index, attempt, now, reason)
+                if restart is not None:
+                    restarts.append(restart)
+                    self._owed_delay[index] = restart.delay
+                self._killing[index] = (attempt, now)
+                kills.append((index, attempt, self._tasks.get(index), False))
+        for restart in restarts:
+            self._report_restart(restart)
+        for index, attempt, task, hard in kills:
+            self._kill(index, attempt, task, hard)
+
+    def _kill(self, index: int, attempt: int, task: Message | None, hard: bool) -> None:
+        """Kill attempt ``attempt`` of a worker: through Spark (any cluster), or, ``hard``
+        or without a Spark task id, its process when it runs on this host."""
+        if task is None or task.get("attempt") != attempt:
+            return  # that attempt's task is not known (or no longer current)
+        task_attempt_id = task.get("task_attempt_id")
+        if not hard and task_attempt_id is not None:
+            reason = f"tupletree {self.name}: worker {index} attempt {attempt} hung"
+            try:
+                if self.sc._jsc.sc().killTaskAttempt(task_attempt_id, True, reason):
+                    return
+            except Exception as exc:
+                log.warning("%s: could not kill worker %d's task: %s", self.name, index, exc)
+        pid = task.get("pid")
+        if task.get("host") == socket.gethostname() and isinstance(pid, int) and pid_alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def _deliver(self, message: WorkerMessage) -> None:
         if self._on_message is not None:

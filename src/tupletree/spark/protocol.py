@@ -34,6 +34,7 @@ ACK = "ack"  # answer to a message that carried "want_ack": True (see send_once)
 STOP = "stop"  # reason: the worker should shut down and return from worker_main
 # Launcher -> its own inbox (not sent over the wire).
 WORKER_REGISTERED = "worker_registered"
+WORKER_RESTARTING = "worker_restarting"  # reason, lived, delay, restarts, crash_loop
 JOB_ENDED = "job_ended"
 
 Message = dict[str, Any]

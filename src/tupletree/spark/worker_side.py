@@ -368,6 +368,14 @@ def send_once(
     worker_main: the process may exit right after, and zmq sends in the background, so
     without the acknowledgement a last message could be lost. Returns whether it was.
     """
+    return request(control_address, worker_index, attempt, msg, timeout) is not None
+
+
+def request(
+    control_address: str, worker_index: int, attempt: int, msg: Message, timeout: float = 2.0
+) -> Message | None:
+    """``send_once``, returning the driver's acknowledgement (which may carry an answer,
+    e.g. how long to wait before starting), or None if none came within ``timeout``."""
     endpoint, secret = parse_control_address(control_address)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     try:
@@ -378,31 +386,44 @@ def send_once(
         )
         if sock.poll(int(timeout * 1000), zmq.POLLIN):
             with contextlib.suppress(protocol.BadFrame):
-                return protocol.decode(secret, sock.recv_multipart()).get("type") == protocol.ACK
-        return False
+                reply = protocol.decode(secret, sock.recv_multipart())
+                if isinstance(reply, dict) and reply.get("type") == protocol.ACK:
+                    return reply
+        return None
     finally:
         sock.close()
 
 
+MAX_START_DELAY_SECS = 300.0
+"""The longest backoff a task obeys from the driver before starting its worker."""
+
+
 def run_worker_task(
-    worker_main: WorkerMain, control_address: str, index: int, _rows: Iterator[Any]
+    worker_main: WorkerMain,
+    control_address: str,
+    index: int,
+    attempt_base: int,
+    _rows: Iterator[Any],
 ) -> Iterator[tuple[int, int, int]]:
     """The Spark partition function: run worker ``index`` for as long as it lives.
 
-    The attempt number is Spark's: 0 for the first run, +1 each time Spark re-runs the
-    task after the worker died. If worker_main raises, the error goes to the driver
-    first (readable, unlike Spark's Java-wrapped one) and then fails the task, so Spark
+    The attempt number is ``attempt_base`` (given by the driver per Spark job of this
+    worker) plus Spark's attempt within the job, so it grows by one each time the worker
+    starts again. The driver's answer to ``task_started`` says how long to wait first
+    (its restart backoff). If worker_main raises, the error goes to the driver first
+    (readable, unlike Spark's Java-wrapped one) and then fails the task, so Spark
     retries it. Yields one ``(index, attempt, pid)`` row.
     """
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    attempt = ctx.attemptNumber() if ctx is not None else 0
+    attempt = attempt_base + (ctx.attemptNumber() if ctx is not None else 0)
     # Tell the driver this task got a slot and which process runs it, before user code
     # can hang: it lets the driver tell "started but never registered" from "no slot",
     # and wait for this process to be gone on stop.
+    reply = None
     with contextlib.suppress(Exception):
-        send_once(
+        reply = request(
             control_address,
             index,
             attempt,
@@ -413,6 +434,9 @@ def run_worker_task(
                 "task_attempt_id": _task_attempt_id(),
             },
         )
+    delay = float((reply or {}).get("delay") or 0.0)
+    if delay > 0:
+        time.sleep(min(delay, MAX_START_DELAY_SECS))
     try:
         worker_main(index, attempt, control_address)
     except BaseException as exc:
@@ -425,7 +449,7 @@ def run_worker_task(
 
 
 def task_function(
-    worker_main: WorkerMain, control_address: str
-) -> Callable[[int, Iterator[Any]], Iterator[tuple[int, int, int]]]:
-    """``run_worker_task`` bound to one launcher, for ``mapPartitionsWithIndex``."""
-    return functools.partial(run_worker_task, worker_main, control_address)
+    worker_main: WorkerMain, control_address: str, index: int, attempt_base: int
+) -> Callable[[Iterator[Any]], Iterator[tuple[int, int, int]]]:
+    """``run_worker_task`` for one Spark job of worker ``index``, for ``mapPartitions``."""
+    return functools.partial(run_worker_task, worker_main, control_address, index, attempt_base)
