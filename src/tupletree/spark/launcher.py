@@ -114,7 +114,7 @@ class WorkerLauncher:
 
     Once every worker has registered, a worker that dies or whose task ends is started
     again, forever, paced by ``restart_policy``; each restart is a ``worker_restarting``
-    event (``reason``, ``delay``, ``restarts``, ``crash_loop``, ``last_error``). With
+    event (``reason``, ``lived``, ``delay``, ``restarts``, ``quick_deaths``, ``crash_loop``). With
     ``worker_timeout`` set, a registered worker that sends nothing but its control
     client's own heartbeats for that long (``start_timeout`` before its first message) is
     hung: it is killed and restarted the same way. Before every worker has registered, a
