@@ -1,6 +1,6 @@
 """The Spark benchmark's 2-worker word count without Spark: two forked processes, each a
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
-``Transport`` to the other, driven by the same loop shape as spark/worker_process.py.
+``Transport`` to the other, driven by ``Worker.step`` as distributed/worker_main.py drives it.
 
     python bench/two_workers.py [sentences] [workers]
 
@@ -29,11 +29,11 @@ import zmq
 from bench import spark as spark_bench
 from tupletree import Config
 from tupletree.config import validate
+from tupletree.distributed.scheduler import assign
+from tupletree.distributed.transport import Transport
+from tupletree.distributed.worker_main import IDLE_WAIT_MS, local_tasks, worker_gc
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.worker import Worker, make_layout
-from tupletree.spark.scheduler import assign
-from tupletree.spark.transport import Transport
-from tupletree.spark.worker_process import IDLE_WAIT_MS, local_tasks, worker_gc, worker_round
 
 
 def conf(workers: int) -> dict:
@@ -61,8 +61,8 @@ def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, do
         RealClock().now,
         local_tasks=local_tasks(placement, index),
         remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
+        link=transport,
     )
-    worker.external_backpressure = transport.blocked
     ready.wait()
     transport.set_peers({i: shared[("address", i)] for i in range(workers)}, index)
     worker.start(active=True)
@@ -86,7 +86,7 @@ def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, do
 def _loop(
     worker: Worker, transport: Transport, workers: int, spouts_total: int, done: Any
 ) -> tuple[float, float]:
-    """spark/worker_process's loop without the driver: the same rounds, until every
+    """distributed/worker_main's loop without the driver: the same rounds, until every
     worker's spouts have heard back about all their sentences.
 
     Returns the wall time spent in rounds that did something, and the main thread's CPU
@@ -98,7 +98,7 @@ def _loop(
     rounds_s = rounds_cpu_s = 0.0
     while done.value < workers:
         wall, cpu = time.perf_counter(), time.thread_time()
-        busy = worker_round(worker, transport, worker.now())
+        busy = worker.step(worker.now())
         if busy:
             rounds_s += time.perf_counter() - wall
             rounds_cpu_s += time.thread_time() - cpu

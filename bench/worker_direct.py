@@ -20,7 +20,7 @@ def main() -> None:
     worker = Worker("bench", wordcount.topology(total), validate(wordcount.conf()), RealClock().now)
     worker.start()
     start = time.perf_counter()
-    while worker.run_round():
+    while worker.step(worker.now()):
         pass
     print(f"{total / (time.perf_counter() - start):,.0f} sentences/s")
 

@@ -39,7 +39,7 @@ HOT_MODULES = [
     "tupletree/runtime/routing.py",
     "tupletree/runtime/collectors.py",
     "tupletree/runtime/executors.py",
-    "tupletree/spark/frames.py",
+    "tupletree/distributed/frames.py",
 ]
 
 

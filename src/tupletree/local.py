@@ -52,10 +52,7 @@ class _Runner:
                 while self.commands:
                     self.commands.popleft()()
                 now = clock.now()
-                due = worker.next_timer_due()
-                if due is not None and now >= due:
-                    worker.fire_timers(now)
-                if worker.run_round():
+                if worker.step(now):
                     continue
                 with self.cond:
                     self.idle_rounds += 1
@@ -200,8 +197,7 @@ class LocalCluster(ClusterBase):
             clock.advance(step)
             remaining -= step
             for worker in list(self._workers.values()):
-                worker.fire_timers(clock.now())
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
+                worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once nothing is queued or executing and the spouts emitted nothing in

@@ -1,4 +1,4 @@
-"""The frame layout (spark/frames.py): whatever is appended to a peer's task lists comes
+"""The frame layout (distributed/frames.py): whatever is appended to a peer's task lists comes
 out of encode -> pickle -> decode as equal items, in the same order per task."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tupletree.spark.frames import PeerBuffer, decode, encode
+from tupletree.distributed.frames import PeerBuffer, decode, encode
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
 

@@ -10,7 +10,14 @@ import time
 import pytest
 import zmq
 
-from tupletree.spark import protocol
+from tupletree.distributed import control as protocol
+from tupletree.distributed.control_client import (
+    ControlClient,
+    advertise_host,
+    make_control_address,
+    parse_control_address,
+    send_once,
+)
 from tupletree.spark.errors import SparkUnavailableError
 from tupletree.spark.session import (
     check_java,
@@ -19,13 +26,6 @@ from tupletree.spark.session import (
     parse_java_major,
 )
 from tupletree.spark.slots import SlotInfo, describe_shortage, is_local_master, slots_from_master
-from tupletree.spark.worker_side import (
-    ControlClient,
-    advertise_host,
-    make_control_address,
-    parse_control_address,
-    send_once,
-)
 
 
 @pytest.mark.parametrize(
@@ -271,7 +271,7 @@ def test_worker_gc_tunes_the_young_generation_and_restores_it():
     when the loop raised."""
     import gc
 
-    from tupletree.spark.worker_process import GC_YOUNG_THRESHOLD, worker_gc
+    from tupletree.distributed.worker_main import GC_YOUNG_THRESHOLD, worker_gc
 
     before = gc.get_threshold()
     assert gc.get_freeze_count() == 0

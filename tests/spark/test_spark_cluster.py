@@ -19,12 +19,12 @@ from workerfns import NotRebuildable
 from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.distributed.scheduler import assign
 from tupletree.errors import InvalidConfigError
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
 from tupletree.spark.errors import NotEnoughSlotsError
 from tupletree.spark.launcher import pid_alive
-from tupletree.spark.scheduler import assign
 
 pytestmark = pytest.mark.spark
 

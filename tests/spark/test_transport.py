@@ -10,7 +10,7 @@ from typing import Any
 import zmq
 from workerfns import NotRebuildable
 
-from tupletree.spark.transport import Transport
+from tupletree.distributed.transport import Transport
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
 

@@ -7,7 +7,7 @@ import time
 
 import zmq
 
-from tupletree.spark.worker_side import ControlClient, advertise_host
+from tupletree.distributed.control_client import ControlClient, advertise_host
 
 
 def echo_worker(index: int, attempt: int, control_address: str) -> None:

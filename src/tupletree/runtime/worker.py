@@ -9,12 +9,16 @@ and a deterministic order in simulated time; the cost is that a blocking ``execu
 stalls the whole worker (see README: run I/O-bound work in its own worker or bolt
 threads of your own that hand results back through a queue).
 
-Time is injected: ``fire_timers(now)`` runs the periodic duties (spout and acker
-timeout rotation, tick tuples) that are due. LocalCluster calls it from its own loop
-(real time) or from ``advance_time`` (simulated time).
+The loop is ``step(now)``, one round of it: the periodic duties that are due at
+``now`` (spout and acker timeout rotation, tick tuples), frames from other workers
+(when a ``link`` is attached and no local inbox is over its limit), a turn for every
+task, and frames out when due. Whoever drives the worker calls it: LocalCluster's
+thread (real time), ``advance_time``/``wait_idle`` (simulated time, through
+``run_until_idle``), a distributed worker's loop and the benchmarks. Time is injected:
+``now`` comes from the driver's clock.
 
 Tasks on other workers are reached through ``remote_inbox(task)``: any object with
-``append``; the Spark runtime plugs its transport in there.
+``append``; a distributed worker plugs its transport in there and as its ``link``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import logging
 import pickle
 from collections import deque
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, Protocol
 
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
@@ -57,6 +61,9 @@ from tupletree.topology.tuple import Tuple, TupleSource
 log = logging.getLogger("tupletree")
 
 MAX_ERRORS_KEPT = 1000
+# Frames a step reads from its link at most: bounds the input taken per round, so a
+# flood from peers cannot starve the local tasks.
+RECEIVE_FRAMES_PER_STEP = 64
 TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields(["freq"]))
 SYSTEM_TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, SYSTEM_TICK_STREAM, -1, Fields(["freq"]))
 # The ticks a bolt task can ask for: the user's, and the runtime's own (CoordinatedBolt).
@@ -132,6 +139,22 @@ class _Timer:
         return self.due < other.due
 
 
+class Link(Protocol):
+    """A worker's connection to its peers (the distributed transport)."""
+
+    def receive(self, inboxes: dict[int, Any], max_frames: int) -> int:
+        """Deliver up to ``max_frames`` frames into ``inboxes``; the items delivered."""
+        ...
+
+    def flush_due(self, now: float, idle: bool) -> None:
+        """Send what is buffered for peers, if it is time to."""
+        ...
+
+    def blocked(self) -> bool:
+        """True while peers do not take what is sent (backpressure on the spouts)."""
+        ...
+
+
 class Worker:
     def __init__(
         self,
@@ -143,6 +166,7 @@ class Worker:
         remote_inbox: Callable[[int], Any] | None = None,
         components: dict[str, bytes] | None = None,
         seed: int | None = None,
+        link: Link | None = None,
     ) -> None:
         self.name = name
         self.topology = topology
@@ -157,8 +181,11 @@ class Worker:
         self.spout_calls = max(1, self.batch // 4)
         self.buffer_limit = conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE]
         self.active = False
-        # Extra backpressure, e.g. a transport whose peers do not take frames.
-        self.external_backpressure: Callable[[], bool] | None = None
+        # The transport to other workers, if any; it stops the spouts while blocked.
+        self.link = link
+        self.external_backpressure: Callable[[], bool] | None = (
+            None if link is None else link.blocked
+        )
         # Set by whoever drives the worker: interrupts its idle wait (any thread).
         self.wake: Callable[[], None] | None = None
         self._timers: list[_Timer] = []
@@ -319,6 +346,24 @@ class Worker:
             heapq.heappush(timers, timer)
         return fired
 
+    def step(self, now: float) -> bool:
+        """One round of the worker's loop at time ``now``: the timers that are due, up to
+        RECEIVE_FRAMES_PER_STEP frames from the link (unless a local inbox is over its
+        limit), a turn for every task, then the link's flush if one is due. True if it
+        received or did anything; when not, the caller may wait for input."""
+        due = self.next_timer_due()
+        if due is not None and now >= due:
+            self.fire_timers(now)
+        link = self.link
+        if link is None:
+            return self.run_round()
+        received = 0
+        if not self.over_limit():
+            received = link.receive(self.inboxes, RECEIVE_FRAMES_PER_STEP)
+        busy = self.run_round() or received > 0
+        link.flush_due(now, idle=not busy)
+        return busy
+
     def run_round(self) -> bool:
         """One turn for every task. True if anything was executed or emitted."""
         progressed = False
@@ -345,10 +390,12 @@ class Worker:
         return any(len(ex.inbox) > limit for ex in self.bolts)
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> bool:
-        """Run rounds until one makes no progress. False if ``max_rounds`` ran out first
-        (a spout that never runs dry keeps a worker busy forever)."""
+        """``step`` at the clock's current time until a step makes no progress (timers
+        due now fire in the first). False if ``max_rounds`` ran out first (a spout that
+        never runs dry keeps a worker busy forever)."""
+        now = self.now()
         for _ in range(max_rounds):
-            if not self.run_round():
+            if not self.step(now):
                 return True
         return False
 
@@ -385,4 +432,10 @@ class Worker:
         return list(self.errors)[-new:] if new > 0 else []
 
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
-        return {task: ex.snapshot() for task, ex in self.executors.items()}
+        """Each local task's metrics; an acker task's ``pending`` is the number of trees
+        its ledger holds (what ``topology.acker.high.water`` bounds)."""
+        snapshots = {task: ex.snapshot() for task, ex in self.executors.items()}
+        for task, ex in self.executors.items():
+            if isinstance(ex, AckerExecutor):
+                snapshots[task]["pending"] = len(ex.ledger)
+        return snapshots

@@ -7,12 +7,12 @@ when they are used:
 - ``slots``: how many task slots Spark has, and how many are free.
 - ``launcher``: ``WorkerLauncher``, the driver side: one long-running Spark task per
   worker, plus the control service workers register with.
-- ``worker_side``: ``ControlClient``, what a worker uses to talk to that service.
-- ``protocol``: the signed, pickled control frames both sides exchange.
+- ``supervision``: when a dead or hung worker is started again (backoff, crash loops,
+  hangs), as plain objects; why the driver restarts workers through per-worker jobs.
+- ``worker_task``: the Spark task that runs one worker's ``worker_main``.
 - ``cluster``: ``SparkCluster``, a topology as ``topology.workers`` launched workers.
-- ``scheduler``: which worker runs which tasks (Storm's even scheduler).
-- ``worker_process``: the body of a worker in its Spark task (the scheduler loop).
-- ``transport``, ``frames``: tuples and acker messages between workers over ZeroMQ,
-  and how a batch of them is laid out on the wire.
 - ``errors``: what a failed launch raises.
+
+What a worker runs, and how workers talk to each other and to the driver, is not
+Spark's business: it lives in ``tupletree.distributed``.
 """

@@ -27,12 +27,12 @@ from typing import Any
 
 from tupletree.cluster import ClusterBase
 from tupletree.config import Config
+from tupletree.distributed import control as protocol
+from tupletree.distributed.scheduler import assign
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
 from tupletree.runtime.worker import MAX_ERRORS_KEPT, make_layout, pickled_components
-from tupletree.spark import protocol
 from tupletree.spark.errors import SparkJobFailed
-from tupletree.spark.scheduler import assign
 from tupletree.topology.builder import Topology
 
 log = logging.getLogger("tupletree")
@@ -170,8 +170,8 @@ class SparkCluster(ClusterBase):
         is ready. Raises at once (with the numbers) when Spark lacks the task slots."""
         from pyspark import cloudpickle
 
+        from tupletree.distributed.worker_main import TopologyWorkerMain
         from tupletree.spark.launcher import WorkerLauncher
-        from tupletree.spark.worker_process import TopologyWorkerMain
 
         full_conf = self._checked_submission(name, conf, topology, self._running)
         _ship_user_modules_by_value(topology)

@@ -14,7 +14,7 @@ every task when one fails, and aborts the job if it is the result stage; here a 
 worker is started again alone.
 
 The control service is a zmq ROUTER on the driver. Workers connect with ``ControlClient``
-(``tupletree.spark.worker_side``); frames are signed pickles (``protocol``).
+(``tupletree.distributed.control_client``); frames are signed pickles (``protocol``).
 """
 
 from __future__ import annotations
@@ -35,17 +35,18 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
-from tupletree.spark import protocol
+from tupletree.distributed import control as protocol
+from tupletree.distributed.control import Message
+from tupletree.distributed.control_client import WorkerMain, make_control_address
 from tupletree.spark.errors import (
     NotEnoughSlotsError,
     SparkJobFailed,
     SparkLaunchError,
     WorkerStartTimeout,
 )
-from tupletree.spark.protocol import Message
 from tupletree.spark.slots import describe_shortage, is_local_master, slot_info
 from tupletree.spark.supervision import Restart, RestartPolicy, WorkerRestarts, hung_for
-from tupletree.spark.worker_side import WorkerMain, make_control_address, task_function
+from tupletree.spark.worker_task import task_function
 
 if TYPE_CHECKING:
     from pyspark import SparkContext

@@ -3,10 +3,10 @@
 ``TopologyWorkerMain`` is the picklable ``worker_main`` handed to the WorkerLauncher.
 In the Spark task it: binds its data socket, registers with the driver, builds the same
 ``Worker`` LocalCluster uses for its share of the tasks (remote tasks reached through
-the Transport), and runs the scheduler loop until the driver says stop:
+the Transport, also its ``link``), and runs the loop until the driver says stop:
 
-    control messages -> timers -> receive frames -> one round -> flush frames ->
-    report metrics every REPORT_SECS -> wait on the data socket when idle.
+    control messages -> ``worker.step(now)`` (timers, frames in, a round, frames out)
+    -> report metrics every REPORT_SECS -> wait on the data socket when idle.
 
 On ``stop`` the spouts are deactivated and the worker drains what it holds (bounded by
 DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needlessly.
@@ -28,7 +28,6 @@ from tupletree.runtime.worker import Worker, pickled_components
 REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
-RECEIVE_FRAMES_PER_ROUND = 64
 GC_YOUNG_THRESHOLD = 10_000
 
 
@@ -54,8 +53,8 @@ class TopologyWorkerMain:
     def __call__(self, index: int, attempt: int, control_address: str) -> None:
         from pyspark import cloudpickle
 
-        from tupletree.spark.transport import Transport
-        from tupletree.spark.worker_side import ControlClient, advertise_host
+        from tupletree.distributed.control_client import ControlClient, advertise_host
+        from tupletree.distributed.transport import Transport
 
         topology = cloudpickle.loads(self.topology_blob)
         placement = self.placement
@@ -89,9 +88,9 @@ class TopologyWorkerMain:
                     local_tasks=mine,
                     remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
                     components=pickled_components(topology, cloudpickle.dumps),
+                    link=transport,
                 )
                 worker_ref.append(worker)
-                worker.external_backpressure = transport.blocked
                 # As long as the driver waits for a start: peers that start late are
                 # not a reason to fail this task (each failure uses a Spark retry).
                 transport.set_peers(control.wait_for_peers(self.start_timeout), index)
@@ -175,21 +174,6 @@ def local_tasks(placement: dict[int, int], index: int) -> list[int]:
     return sorted(t for t, w in placement.items() if w == index)
 
 
-def worker_round(worker: Worker, transport: Any, now: float) -> bool:
-    """One round of a worker with peers: timers that are due, frames in (unless a local
-    inbox is over its limit), a turn for every task, frames out when due. True if it
-    received or did anything; when not, the caller may wait on the data socket."""
-    due = worker.next_timer_due()
-    if due is not None and now >= due:
-        worker.fire_timers(now)
-    received = 0
-    if not worker.over_limit():
-        received = transport.receive(worker.inboxes, RECEIVE_FRAMES_PER_ROUND)
-    busy = worker.run_round() or received > 0
-    transport.flush_due(now, idle=not busy)
-    return busy
-
-
 def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     clock_now = worker.now
     poller = zmq.Poller()
@@ -214,7 +198,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
             worker.deactivate()
             draining_since = clock_now()
         now = clock_now()
-        busy = worker_round(worker, transport, now)
+        busy = worker.step(now)
         idle_rounds = 0 if busy else idle_rounds + 1
         if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
             errors_sent = _report(worker, transport, control, errors_sent, idle_rounds > 0)

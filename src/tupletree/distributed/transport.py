@@ -5,7 +5,7 @@ table to every peer) and keeps one PUSH socket per peer. An emit to a task on an
 worker appends the item to that task's list in the peer's buffer (``PeerBuffer``: the
 remote task's inbox is a plain list). After each scheduler round the worker calls
 ``flush_due``, which, when a frame is due, encodes each buffer as one frame
-(spark/frames.py says how it is laid out) and pickles it once, so values are
+(distributed/frames.py says how it is laid out) and pickles it once, so values are
 serialized once per batch.
 
 Backpressure: PUSH sockets have a small high-water mark and frames are sent without
@@ -47,7 +47,7 @@ from typing import Any
 
 import zmq
 
-from tupletree.spark.frames import PeerBuffer, decode, encode
+from tupletree.distributed.frames import PeerBuffer, decode, encode
 from tupletree.topology.tuple import TupleSource
 
 log = logging.getLogger(__name__)

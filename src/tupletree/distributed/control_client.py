@@ -1,4 +1,4 @@
-"""The worker's side of the control channel, and the Spark task that runs a worker.
+"""A worker's side of the control channel to the driver.
 
 A worker is ``worker_main(worker_index, attempt, control_address)`` running inside one
 long-running Spark task. It talks to the driver's WorkerLauncher through a
@@ -25,21 +25,20 @@ silent into a ``stop`` message, so a worker never outlives its topology.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import queue
 import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
-from tupletree.spark import protocol
-from tupletree.spark.protocol import Message
+from tupletree.distributed import control as protocol
+from tupletree.distributed.control import Message
 
 WorkerMain = Callable[[int, int, str], None]
 """``worker_main(worker_index, attempt, control_address) -> None``: the body of a worker."""
@@ -392,64 +391,3 @@ def request(
         return None
     finally:
         sock.close()
-
-
-MAX_START_DELAY_SECS = 300.0
-"""The longest backoff a task obeys from the driver before starting its worker."""
-
-
-def run_worker_task(
-    worker_main: WorkerMain,
-    control_address: str,
-    index: int,
-    attempt_base: int,
-    _rows: Iterator[Any],
-) -> Iterator[tuple[int, int, int]]:
-    """The Spark partition function: run worker ``index`` for as long as it lives.
-
-    The attempt number is ``attempt_base`` (given by the driver per Spark job of this
-    worker) plus Spark's attempt within the job, so it grows by one each time the worker
-    starts again. The driver's answer to ``task_started`` says how long to wait first
-    (its restart backoff). If worker_main raises, the error goes to the driver first
-    (readable, unlike Spark's Java-wrapped one) and then fails the task, so Spark
-    retries it. Yields one ``(index, attempt, pid)`` row.
-    """
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    attempt = attempt_base + (ctx.attemptNumber() if ctx is not None else 0)
-    # Tell the driver this task got a slot and which process runs it, before user code
-    # can hang: it lets the driver tell "started but never registered" from "no slot",
-    # and wait for this process to be gone on stop.
-    reply = None
-    with contextlib.suppress(Exception):
-        reply = request(
-            control_address,
-            index,
-            attempt,
-            {
-                "type": protocol.TASK_STARTED,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "task_attempt_id": _task_attempt_id(),
-            },
-        )
-    delay = float((reply or {}).get("delay") or 0.0)
-    if delay > 0:
-        time.sleep(min(delay, MAX_START_DELAY_SECS))
-    try:
-        worker_main(index, attempt, control_address)
-    except BaseException as exc:
-        with contextlib.suppress(Exception):
-            send_once(control_address, index, attempt, error_message(exc, fatal=True))
-        raise
-    with contextlib.suppress(Exception):
-        send_once(control_address, index, attempt, {"type": protocol.EXITING})
-    yield (index, attempt, os.getpid())
-
-
-def task_function(
-    worker_main: WorkerMain, control_address: str, index: int, attempt_base: int
-) -> Callable[[Iterator[Any]], Iterator[tuple[int, int, int]]]:
-    """``run_worker_task`` for one Spark job of worker ``index``, for ``mapPartitions``."""
-    return functools.partial(run_worker_task, worker_main, control_address, index, attempt_base)
