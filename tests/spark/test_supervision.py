@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tupletree.spark.supervision import RestartPolicy, WorkerRestarts, hung_for
+from tupletree.spark.supervision import Kill, RestartPolicy, Supervisor, WorkerRestarts, hung_for
 
 POLICY = RestartPolicy(base_delay=0.5, max_delay=30.0, stable_secs=60.0, crash_loop_after=3)
 
@@ -103,3 +103,95 @@ def test_hung_only_when_silent_longer_than_allowed(
         assert silent == pytest.approx(expected)
     else:
         assert silent is None
+
+
+def live_supervisor(workers: int = 2, timeout: float | None = 30.0) -> Supervisor:
+    """A supervisor whose workers all started (attempt 0 at t=0) and registered."""
+    sup = Supervisor(workers, POLICY, worker_timeout=timeout, start_timeout=120.0)
+    for w in range(workers):
+        assert sup.task_started(w, 0, now=0.0) == (0.0, None)
+        sup.registered(w, 0, now=1.0)
+    sup.live = True
+    return sup
+
+
+def test_a_retried_task_reveals_the_death_of_the_attempt_before_it() -> None:
+    sup = live_supervisor()
+    sup.failed(0, 0, "ValueError: boom")
+    delay, restart = sup.task_started(0, 1, now=5.0)
+    assert delay == 0.0 and restart is not None
+    assert (restart.worker, restart.died_attempt, restart.lived) == (0, 0, 5.0)
+    assert restart.reason == "it raised ValueError: boom"
+    # A second quick death: the task is told to wait the backoff, and that wait is
+    # not silence.
+    delay, restart = sup.task_started(0, 2, now=6.0)
+    assert delay == 0.5 and restart is not None
+    assert restart.reason.startswith("its process died without a word")
+    assert sup.started[0] == (2, 6.5)
+    assert sup.restarts() == {0: 2, 1: 0}
+
+
+def test_deaths_before_the_topology_is_live_are_the_starts_business() -> None:
+    sup = Supervisor(1, POLICY)
+    sup.task_started(0, 0, now=0.0)
+    assert sup.task_started(0, 1, now=1.0) == (0.0, None)
+    assert sup.restarts() == {0: 0}
+
+
+def test_an_ended_job_counts_its_last_attempt_once_and_the_next_job_goes_on_from_it() -> None:
+    sup = live_supervisor(1)
+    sup.task_started(0, 1, now=10.0)
+    sup.task_started(0, 2, now=20.0)
+    sup.task_started(0, 3, now=30.0)
+    restart = sup.job_ended(0, first_attempt=0, now=31.0, error="Job aborted: failed 4 times")
+    assert restart is not None and restart.died_attempt == 3 and restart.restarts == 4
+    assert restart.reason == "its Spark job failed: Job aborted: failed 4 times"
+    assert sup.next_base(0) == 4
+    # The next job's first task: its predecessor's death was counted, its wait too.
+    assert sup.task_started(0, 4, now=40.0) == (0.0, None)
+
+
+def test_a_job_that_ends_cleanly_is_a_restart_too() -> None:
+    sup = live_supervisor(1)
+    sup.exiting(0, 0)
+    restart = sup.job_ended(0, first_attempt=0, now=100.0, error=None)
+    assert restart is not None and restart.delay == 0.0
+    assert restart.reason == "its worker code returned while the topology is running"
+    sup2 = live_supervisor(1)
+    restart = sup2.job_ended(0, first_attempt=0, now=100.0, error=None)
+    assert restart is not None
+    assert restart.reason == "its Spark task ended while the topology is running"
+
+
+def test_a_job_whose_task_start_was_never_heard_still_counts_a_death() -> None:
+    sup = live_supervisor(1)
+    first = sup.job_ended(0, first_attempt=0, now=1.0, error="x")
+    again = sup.job_ended(0, first_attempt=sup.next_base(0), now=2.0, error="x")
+    assert first is not None and again is not None  # no hot loop without backoff
+    assert again.died_attempt == 1 and again.delay == 0.5
+
+
+def test_a_silent_worker_is_killed_once_then_hard_and_its_backoff_is_owed() -> None:
+    sup = live_supervisor(2, timeout=2.0)
+    sup.beat(0, 0, now=10.0)
+    sup.beat(1, 0, now=10.0)
+    assert sup.check_hung(11.9) == ([], [])
+    sup.beat(1, 0, now=12.0)
+    kills, restarts = sup.check_hung(12.5)
+    assert kills == [Kill(0, 0, hard=False)]
+    (restart,) = restarts
+    assert restart.reason.startswith("it hung: no report from its loop for 2 s")
+    assert "supervisor.worker.timeout.secs 2" in restart.reason
+    assert sup.check_hung(13.0) == ([], [])  # being killed: not again at once
+    sup.beat(1, 0, now=14.5)
+    assert sup.check_hung(15.0) == ([Kill(0, 0, hard=True)], [])  # it did not take
+    # Spark re-runs it: the death was counted already, the start gets no new restart.
+    assert sup.task_started(0, 1, now=16.0) == (0.0, None)
+    assert sup.restarts() == {0: 1, 1: 0}
+    sup.beat(1, 0, now=16.5)
+    assert sup.check_hung(17.0) == ([], [])  # the new attempt is starting
+
+
+def test_no_hang_checks_without_a_timeout() -> None:
+    sup = live_supervisor(1, timeout=None)
+    assert sup.check_hung(1e9) == ([], [])

@@ -40,8 +40,8 @@ class RestartPolicy:
     """
 
     base_delay: float = 0.5
-    max_delay: float = 30.0
-    stable_secs: float = 60.0
+    max_delay: float = 10.0
+    stable_secs: float = 30.0
     crash_loop_after: int = 3
 
     def __post_init__(self) -> None:
@@ -134,3 +134,162 @@ def hung_for(
         return silent if silent > start_timeout else None
     silent = now - max(last_beat, started_at)
     return silent if silent > timeout else None
+
+
+@dataclass(frozen=True)
+class Kill:
+    """A decision to kill attempt ``attempt`` of ``worker`` as hung: through Spark, or,
+    ``hard``, its process (Spark's kill did not take within the timeout)."""
+
+    worker: int
+    attempt: int
+    hard: bool
+
+
+class Supervisor:
+    """What the driver knows about its workers' lives, and what it decides from it.
+
+    Fed with events and the caller's clock (``now``), it answers: how long a starting
+    task must wait (``task_started``), what a death means (``Restart``), which
+    attempt numbers a worker's next Spark job uses (``next_base``) and whom to kill as
+    hung (``check_hung``). Not thread-safe: the launcher calls it under its lock.
+
+    Before ``live`` (every worker registered once), deaths are not counted: a worker
+    that cannot start is the start's error, not a restart. Bounds: a few entries per
+    worker index.
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        policy: RestartPolicy | None = None,
+        *,
+        worker_timeout: float | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
+        if worker_timeout is not None and worker_timeout <= 0:
+            raise ValueError(f"worker_timeout must be > 0 or None, got {worker_timeout}")
+        self.policy = policy or RestartPolicy()
+        self.worker_timeout = worker_timeout
+        self.start_timeout = start_timeout
+        self.live = False
+        self.history = {i: WorkerRestarts(i, self.policy) for i in range(num_workers)}
+        # worker -> (attempt, when its worker code starts: after any backoff)
+        self.started: dict[int, tuple[int, float]] = {}
+        self.beats: dict[int, tuple[int, float]] = {}  # worker -> (attempt, last report)
+        self.highest: dict[int, int] = {}  # worker -> the highest attempt heard of
+        self.fatal: dict[int, tuple[int, str]] = {}  # worker -> (attempt, its fatal error)
+        self.returned: dict[int, int] = {}  # worker -> the attempt whose code returned
+        self.killing: dict[int, tuple[int, float]] = {}  # worker -> (attempt, since)
+        self.owed: dict[int, float] = {}  # worker -> backoff its next task must wait
+
+    # -- events ------------------------------------------------------------------------
+
+    def task_started(self, worker: int, attempt: int, now: float) -> tuple[float, Restart | None]:
+        """A task of ``worker`` started attempt ``attempt``: (seconds it must wait
+        before starting the worker, the restart this start reveals). A start after the
+        first means the attempt before it died (Spark re-ran the task)."""
+        self._heard(worker, attempt)
+        restart = None
+        if self.live and attempt > 0:
+            unsaid = "its process died without a word (killed, or out of memory?)"
+            reason = self._reason(worker, attempt - 1, None, unsaid)
+            restart = self._died(worker, attempt - 1, now, reason)
+        delay = restart.delay if restart is not None else self.owed.pop(worker, 0.0)
+        self.started[worker] = (attempt, now + delay)
+        return delay, restart
+
+    def registered(self, worker: int, attempt: int, now: float) -> None:
+        self._heard(worker, attempt)
+        if self.started.get(worker, (-1, 0.0))[0] < attempt:  # its task start was lost
+            self.started[worker] = (attempt, now)
+
+    def beat(self, worker: int, attempt: int, now: float) -> None:
+        """The worker's loop reported (metrics, ready): it is not hung."""
+        self.beats[worker] = (attempt, now)
+
+    def failed(self, worker: int, attempt: int, error: str) -> None:
+        """The worker's code raised ``error`` (its task is about to fail)."""
+        self.fatal[worker] = (attempt, error)
+
+    def exiting(self, worker: int, attempt: int) -> None:
+        """The worker's code returned (its task is about to end)."""
+        self.returned[worker] = attempt
+
+    def job_ended(
+        self, worker: int, first_attempt: int, now: float, error: str | None
+    ) -> Restart | None:
+        """The Spark job that ran ``worker`` from ``first_attempt`` on ended while the
+        topology lives: its last attempt died. The restart (its delay is the caller's
+        to wait, before the next job), None if that death was counted already."""
+        attempt = max(self.highest.get(worker, first_attempt), first_attempt)
+        self._heard(worker, attempt)
+        unsaid = "its Spark task ended while the topology is running"
+        restart = self._died(worker, attempt, now, self._reason(worker, attempt, error, unsaid))
+        self.owed.pop(worker, None)
+        return restart
+
+    def next_base(self, worker: int) -> int:
+        """The attempt number the next Spark job of ``worker`` starts from."""
+        return self.highest.get(worker, -1) + 1
+
+    def check_hung(self, now: float) -> tuple[list[Kill], list[Restart]]:
+        """Workers whose loops were silent too long: whom to kill, and the restarts
+        their deaths are (reported once; the next start waits their backoff)."""
+        timeout = self.worker_timeout
+        if timeout is None or not self.live:
+            return [], []
+        kills: list[Kill] = []
+        restarts: list[Restart] = []
+        for worker, (attempt, started_at) in self.started.items():
+            killing = self.killing.get(worker)
+            if killing is not None and killing[0] == attempt:
+                if now - killing[1] > timeout:  # the kill did not take: kill harder
+                    self.killing[worker] = (attempt, now)
+                    kills.append(Kill(worker, attempt, hard=True))
+                continue
+            if attempt <= self.history[worker].counted_through:
+                continue  # known dead: being started again
+            beat = self.beats.get(worker)
+            last = beat[1] if beat is not None and beat[0] == attempt else None
+            silent = hung_for(
+                now, started_at, last, timeout=timeout, start_timeout=self.start_timeout
+            )
+            if silent is None:
+                continue
+            reason = (
+                f"it hung: no report from its loop for {silent:.0f} s "
+                f"(supervisor.worker.timeout.secs {timeout:g}); killed"
+            )
+            restart = self._died(worker, attempt, now, reason)
+            if restart is not None:
+                restarts.append(restart)
+                self.owed[worker] = restart.delay
+            self.killing[worker] = (attempt, now)
+            kills.append(Kill(worker, attempt, hard=False))
+        return kills, restarts
+
+    def restarts(self) -> dict[int, int]:
+        return {i: h.restarts for i, h in self.history.items()}
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _heard(self, worker: int, attempt: int) -> None:
+        self.highest[worker] = max(attempt, self.highest.get(worker, attempt))
+
+    def _died(self, worker: int, attempt: int, now: float, reason: str) -> Restart | None:
+        started = self.started.get(worker)
+        lived = now - started[1] if started is not None and started[0] == attempt else 0.0
+        return self.history[worker].died(attempt, max(0.0, lived), reason)
+
+    def _reason(self, worker: int, attempt: int, job_error: str | None, unsaid: str) -> str:
+        """Why ``attempt`` ended, as well as the driver can tell (``unsaid`` if nothing
+        tells)."""
+        fatal = self.fatal.get(worker)
+        if fatal is not None and fatal[0] == attempt:
+            return f"it raised {fatal[1]}"
+        if job_error is not None:
+            return f"its Spark job failed: {job_error}"
+        if self.returned.get(worker) == attempt:
+            return "its worker code returned while the topology is running"
+        return unsaid
