@@ -12,15 +12,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import zmq
 
+from tupletree.distributed.control import new_secret
 from tupletree.distributed.transport import Transport
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
+KEY = new_secret()  # both ends of the data plane share the topology's key
+
 
 def main(frames: int = 500, per_frame: int = 200) -> None:
     ctx = zmq.Context.instance()
-    a = Transport(ctx, "127.0.0.1", lambda item, exc: None)
-    b = Transport(ctx, "127.0.0.1", lambda item, exc: None)
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
     a.set_peer(1, b.address)
     src = TupleSource("split", "default", 3, Fields(["word"]))
     inbox = a.remote_inbox(5, 1)

@@ -29,11 +29,14 @@ import zmq
 from bench import spark as spark_bench
 from tupletree import Config
 from tupletree.config import validate
+from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.scheduler import assign
 from tupletree.distributed.transport import Transport
 from tupletree.distributed.worker_main import IDLE_WAIT_MS, local_tasks, worker_gc
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.worker import Worker, make_layout
+
+KEY = data_key(new_secret())  # shared by the forked workers, as a topology's are
 
 
 def conf(workers: int) -> dict:
@@ -50,7 +53,7 @@ def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, do
     topology = spark_bench.topology(total // workers, workers)
     full_conf = conf(workers)
     placement = assign(make_layout(topology, full_conf), workers)
-    transport = Transport(zmq.Context.instance(), "127.0.0.1", lambda item, exc: None)
+    transport = Transport(zmq.Context.instance(), "127.0.0.1", KEY, lambda item, exc: None)
     transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
     transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
     shared[("address", index)] = transport.address

@@ -3,6 +3,7 @@ too few slots, a killed worker re-run by Spark, a failing job, a start timeout."
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import time
@@ -10,8 +11,27 @@ import time
 import pytest
 import workerfns
 
+from tupletree.distributed.control import Activate, Deactivate, Stop
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
 from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive, wait_pids_gone
+
+
+def reply(m: WorkerMessage) -> tuple[str, object] | None:
+    """What an echo worker said in ``m`` (see workerfns.echo_worker), if anything."""
+    if m.type != "LogLine":
+        return None
+    return ast.literal_eval(m.msg.line)
+
+
+def peers_seen(m: WorkerMessage) -> tuple[dict, list | None] | None:
+    said = reply(m)
+    return said[1] if said and said[0] == "peers" else None
+
+
+def echoed(m: WorkerMessage) -> str | None:
+    said = reply(m)
+    return said[1] if said and said[0] == "echo" else None
+
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -48,23 +68,19 @@ def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
         full = {i: w.address for i, w in workers.items()}
         collect(
             launcher,
-            lambda ms: (
-                {m.worker for m in ms if m.type == "saw_peers" and m.msg["peers"] == full} == {0, 1}
-            ),
+            lambda ms: {m.worker for m in ms if (peers_seen(m) or ({},))[0] == full} == {0, 1},
         )
 
-        launcher.broadcast({"type": "activate", "n": 1})
-        echoes = collect(launcher, lambda ms: {m.worker for m in ms if m.type == "echo"} == {0, 1})
-        assert all(m.msg["got"] == {"type": "activate", "n": 1} for m in echoes if m.type == "echo")
+        launcher.broadcast(Activate())
+        echoes = collect(launcher, lambda ms: {m.worker for m in ms if echoed(m)} == {0, 1})
+        assert all(echoed(m) == "Activate" for m in echoes if echoed(m))
 
-        assert launcher.send(1, {"type": "deactivate"})
-        got = collect(launcher, lambda ms: any(m.type == "echo" for m in ms))
-        assert [(m.worker, m.msg["got"]) for m in got if m.type == "echo"] == [
-            (1, {"type": "deactivate"})
-        ]
+        assert launcher.send(1, Deactivate())
+        got = collect(launcher, lambda ms: any(echoed(m) for m in ms))
+        assert [(m.worker, echoed(m)) for m in got if echoed(m)] == [(1, "Deactivate")]
 
         # Heartbeats come on their own, twice a second.
-        collect(launcher, lambda ms: {m.worker for m in ms if m.type == "heartbeat"} == {0, 1})
+        collect(launcher, lambda ms: {m.worker for m in ms if m.type == "Heartbeat"} == {0, 1})
     finally:
         t0 = time.monotonic()
         leftovers = launcher.stop(timeout=10)
@@ -105,7 +121,7 @@ def test_killed_worker_is_rerun_by_spark_and_peers_are_told(spark):
     try:
         victim = workers[0]
         # Let the initial peer broadcast arrive before the kill.
-        collect(launcher, lambda ms: {m.worker for m in ms if m.type == "saw_peers"} == {0, 1})
+        collect(launcher, lambda ms: {m.worker for m in ms if peers_seen(m)} == {0, 1})
 
         t0 = time.monotonic()
         os.kill(victim.pid, signal.SIGKILL)
@@ -121,23 +137,20 @@ def test_killed_worker_is_rerun_by_spark_and_peers_are_told(spark):
         def peer_told(ms):
             return any(
                 m.worker == 1
-                and m.type == "saw_peers"
-                and m.msg["changed"] == [0]
-                and m.msg["peers"][0] == again.address
+                and peers_seen(m) is not None
+                and peers_seen(m)[1] == [0]
+                and peers_seen(m)[0][0] == again.address
                 for m in ms
             )
 
         got = collect(launcher, peer_told)
-        events = [m for m in got if m.type == "worker_registered" and m.worker == 0]
-        assert events and events[-1].msg["restarted"] and events[-1].attempt == 1
-        assert events[-1].msg["previous_attempt"] == 0
+        events = [m for m in got if m.type == "WorkerRegistered" and m.worker == 0]
+        assert events and events[-1].msg.restarted and events[-1].attempt == 1
+        assert events[-1].msg.previous_attempt == 0
 
         # The new attempt is fully usable.
-        assert launcher.send(0, {"type": "ping-me"})
-        collect(
-            launcher,
-            lambda ms: any(m.type == "echo" and m.worker == 0 and m.attempt == 1 for m in ms),
-        )
+        assert launcher.send(0, Activate())
+        collect(launcher, lambda ms: any(echoed(m) and (m.worker, m.attempt) == (0, 1) for m in ms))
         pids = [again.pid, launcher.workers[1].pid]
     finally:
         leftovers = launcher.stop(timeout=10)
@@ -190,14 +203,15 @@ def test_worker_whose_task_ends_cleanly_is_started_again_and_reported(spark):
     launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="clean", start_timeout=25)
     workers = launcher.start()
     try:
-        assert launcher.send(0, {"type": "stop", "reason": "not from the launcher's stop"})
+        assert launcher.send(0, Stop("not from the launcher's stop"))
         again = launcher.wait_for_registration(0, min_attempt=1, timeout=30)
         assert again.pid != workers[0].pid
-        got = collect(launcher, lambda ms: any(m.type == "worker_restarting" for m in ms))
-        event = next(m for m in got if m.type == "worker_restarting")
+        got = collect(launcher, lambda ms: any(m.type == "WorkerRestarting" for m in ms))
+        event = next(m for m in got if m.type == "WorkerRestarting")
         assert event.worker == 0 and event.attempt == 0
-        assert event.msg["restarts"] == 1 and event.msg["delay"] == 0.0
-        assert "returned while the topology is running" in event.msg["reason"]
+        assert event.msg.restarts == 1 and event.msg.delay == 0.0
+        assert "returned while the topology is running" in event.msg.reason
+        assert any(e.startswith("worker 0 restarted (restart 1)") for e in launcher.errors())
         assert launcher.restarts == {0: 1}
         assert launcher.running
     finally:

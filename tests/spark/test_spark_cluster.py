@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import signal
 import sqlite3
 import threading
@@ -406,11 +407,23 @@ def test_user_value_classes_cross_workers_and_an_unreadable_frame_is_survived(
     cluster.submit_topology("values", conf, b.create_topology())
     attempts = {i: w.attempt for i, w in cluster.workers("values").items()}
     wait_for(lambda: cluster.metrics("values")["readings"]["acked"] >= total, 60, "every reading")
-    counts: Counter[str] = Counter()
-    for per_task in cluster.metrics("values")["count"]["custom"]["counts"].values():
-        counts.update(per_task)
     expected = Counter(WORDS[n % len(WORDS)] for n in range(total))
-    assert set(counts) == set(expected) and all(counts[w] >= expected[w] for w in expected)
+
+    def counts() -> Counter[str]:
+        seen: Counter[str] = Counter()
+        for per_task in cluster.metrics("values")["count"]["custom"]["counts"].values():
+            seen.update(per_task)
+        return seen
+
+    # Each worker reports every half second: the counting worker's report may trail the
+    # spout's acks a little.
+    wait_for(
+        lambda: (
+            set(counts()) == set(expected) and all(counts()[w] >= expected[w] for w in expected)
+        ),
+        30,
+        "every reading counted",
+    )
     errors = cluster.errors("values")
     assert any("could not be read" in e and "NotRebuildable.__init__" in e for e in errors), errors
     assert not any("serialized" in e for e in errors), errors
@@ -608,3 +621,69 @@ def test_too_few_slots_fails_fast_with_both_numbers(cluster: SparkCluster) -> No
     assert "3" in str(info.value) and "2" in str(info.value)
     assert (info.value.needed, info.value.available) == (3, 2)
     assert "big" not in cluster.topologies()
+
+
+class RunsCode:
+    """A pickle that runs a shell command when it is loaded (the attack)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
+    cluster: SparkCluster, tmp_path: Any
+) -> None:
+    """As the attacker, against a running topology: a pickle that would write a marker
+    file is pushed from another socket to worker 0's data address; a DEALER takes the
+    routing id worker 0 was seen using on the driver's control port and holds on (ZeroMQ
+    refuses it: no handover), and another sends junk there. Nothing runs (no marker),
+    the refused frames are reported in errors(), and the topology keeps running on the
+    same worker attempts."""
+    import zmq
+
+    marker = tmp_path / "pwned"
+    cluster.submit_topology("guarded", CONF, word_count(None))
+    launcher = cluster._running["guarded"].launcher
+    victim = cluster.workers("guarded")[0]
+    attempts = {i: w.attempt for i, w in cluster.workers("guarded").items()}
+    ctx = zmq.Context.instance()
+    pusher = ctx.socket(zmq.PUSH)
+    pusher.setsockopt(zmq.LINGER, 0)
+    pusher.connect(victim.address)
+    header = len(b"tcp://evil:1").to_bytes(2, "big") + b"tcp://evil:1"
+    pusher.send(header + pickle.dumps(RunsCode(str(marker))))
+    intruder = ctx.socket(zmq.DEALER)
+    intruder.setsockopt(zmq.LINGER, 0)
+    with launcher.dispatcher.lock:
+        intruder.setsockopt(zmq.ROUTING_ID, launcher.dispatcher.registry.routes[0])
+    intruder.connect(launcher.service.endpoint)
+    junk = ctx.socket(zmq.DEALER)
+    junk.setsockopt(zmq.LINGER, 0)
+    junk.connect(launcher.service.endpoint)
+    junk.send(b"junk")
+
+    def reported() -> bool:
+        errors = cluster.errors("guarded")
+        return any("failed authentication" in e for e in errors) and any(
+            "control frames" in e for e in errors
+        )
+
+    try:
+        wait_for(reported, 30, f"both intrusions reported (errors: {cluster.errors('guarded')})")
+        acked = cluster.metrics("guarded")["sentences"]["acked"]
+        wait_for(
+            lambda: cluster.metrics("guarded")["sentences"]["acked"] > acked + 500,
+            30,
+            "the topology to keep acking",
+        )
+        assert not marker.exists(), "a stranger's pickle ran in a worker"
+        assert intruder.poll(100) == 0, "the stranger received the worker's traffic"
+        assert {i: w.attempt for i, w in cluster.workers("guarded").items()} == attempts
+    finally:
+        pusher.close()
+        intruder.close()
+        junk.close()
+    cluster.kill_topology("guarded")

@@ -3,6 +3,9 @@ process)."""
 
 from __future__ import annotations
 
+import hmac
+import os
+import pickle
 import threading
 from collections import deque
 from typing import Any
@@ -10,16 +13,19 @@ from typing import Any
 import zmq
 from workerfns import NotRebuildable
 
+from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.transport import Transport
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
+
+KEY = data_key(new_secret())
 
 
 def make_pair() -> tuple[Transport, Transport, list[Any]]:
     ctx = zmq.Context.instance()
     bad: list[Any] = []
-    a = Transport(ctx, "127.0.0.1", lambda item, exc: bad.append((item, exc)))
-    b = Transport(ctx, "127.0.0.1", lambda item, exc: bad.append((item, exc)))
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: bad.append((item, exc)))
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: bad.append((item, exc)))
     a.set_peer(1, b.address)
     return a, b, bad
 
@@ -89,7 +95,7 @@ def test_unpicklable_value_is_reported_and_the_rest_sent() -> None:
 def test_unreachable_peer_blocks_instead_of_growing() -> None:
     """With no peer listening, frames stay queued and blocked() reports backpressure."""
     ctx = zmq.Context.instance()
-    a = Transport(ctx, "127.0.0.1", lambda item, exc: None)
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
     a.set_peer(1, "tcp://127.0.0.1:1")  # nothing listens there
     a.remote_inbox(3, worker=1).append((1, 2, 3, 0))
     a.flush()
@@ -141,12 +147,12 @@ def test_items_appended_while_reporting_an_unpicklable_one_are_sent() -> None:
     inbox; when that acker is on the same peer, the FAIL goes in the next frame instead
     of being lost with the frame being built."""
     ctx = zmq.Context.instance()
-    b = Transport(ctx, "127.0.0.1", lambda item, exc: None)
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
 
     def fail_tree(item: Any, exc: BaseException) -> None:  # as Worker.fail_unserializable
         a.remote_inbox(9, worker=1).append((2, item._root, 0, 0))  # acker task 9, on b
 
-    a = Transport(ctx, "127.0.0.1", fail_tree)
+    a = Transport(ctx, "127.0.0.1", KEY, fail_tree)
     a.set_peer(1, b.address)
     src = TupleSource("spout", "default", 1, Fields(["v"]))
     a.remote_inbox(3, worker=1).append(Tuple([threading.Lock()], src, 77, 88))
@@ -206,8 +212,8 @@ def test_frame_that_cannot_be_read_is_reported_and_the_worker_goes_on() -> None:
     and the frames after it are delivered."""
     ctx = zmq.Context.instance()
     lost: list[BaseException] = []
-    a = Transport(ctx, "127.0.0.1", lambda item, exc: None)
-    b = Transport(ctx, "127.0.0.1", lambda item, exc: None, lost.append)
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, lost.append)
     a.set_peer(1, b.address)
     src = TupleSource("spout", "default", 1, Fields(["v"]))
     inbox = a.remote_inbox(3, worker=1)
@@ -221,5 +227,113 @@ def test_frame_that_cannot_be_read_is_reported_and_the_worker_goes_on() -> None:
     assert len(lost) == 1 and isinstance(lost[0], TypeError)
     assert b.frames_unreadable == 1
     assert a.sent_to == {b.address: 2} and b.received_from == {a.address: 2}
+    a.close()
+    b.close()
+
+
+class RunsCode:
+    """A pickle that runs a shell command when it is loaded (the attack)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
+    """As the attacker: frames pushed from another socket to a worker's PULL address
+    (a bare pickle, the old header-then-pickle layout, a mac made with another key, a
+    real peer's name with a wrong mac, a frame over the size limit) are never
+    unpickled: the marker file their pickle would write stays absent. Each is counted
+    under the sender it claims, reported once (rate-limited), kept out of the frame
+    counts the driver compares, and a real peer's frame still gets through."""
+    marker = tmp_path / "pwned"
+    evil = pickle.dumps(RunsCode(str(marker)))
+    # The attack works on a reader that unpickles what it gets: prove it, once.
+    pickle.loads(evil)
+    assert marker.exists()
+    marker.unlink()
+
+    reports: list[str] = []
+    ctx = zmq.Context.instance()
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    b = Transport(
+        ctx,
+        "127.0.0.1",
+        KEY,
+        lambda item, exc: None,
+        on_rejected=reports.append,
+        max_frame_bytes=64 * 1024,
+    )
+    a.set_peer(1, b.address)
+    attacker = ctx.socket(zmq.PUSH)
+    attacker.setsockopt(zmq.LINGER, 0)
+    attacker.connect(b.address)
+    header = len(a.address).to_bytes(2, "big") + a.address.encode()
+    stranger = len(b"tcp://evil:1").to_bytes(2, "big") + b"tcp://evil:1"
+    wrong_key = data_key(new_secret())
+    for frame in (
+        evil,
+        stranger + evil,
+        hmac.digest(wrong_key, stranger + evil, "sha256") + stranger + evil,
+        hmac.digest(wrong_key, header + evil, "sha256") + header + evil,
+    ):
+        attacker.send(frame)
+    src = TupleSource("spout", "default", 1, Fields(["v"]))
+    a.remote_inbox(3, worker=1).append(Tuple(["real"], src))
+    flush_all(a)
+    inboxes = {3: deque()}
+    poller = zmq.Poller()
+    poller.register(b.socket, zmq.POLLIN)
+    for _ in range(200):
+        b.receive(inboxes, 10)
+        if inboxes[3] and b.rejections.total == 4:
+            break
+        poller.poll(20)
+    assert not marker.exists(), "a stranger's pickle ran in the worker"
+    assert [t.values for t in inboxes[3]] == [["real"]]
+    assert b.rejections.total == 4
+    # Counted under the sender each claims (unauthenticated, so whatever bytes stand
+    # where a header would): the one that named a real peer is counted under its name.
+    assert sum(b.rejections.by_sender.values()) == 4 and b.rejections.by_sender[a.address] == 1
+    assert len(reports) == 1 and "dropped 1 data frames that failed authentication" in reports[0]
+    assert b.received_from == {a.address: 1}, "refused frames are not counted as a peer's"
+
+    # Over the size limit: ZeroMQ drops it (and the attacker's connection) unread.
+    attacker.send(b"x" * (128 * 1024))
+    a.remote_inbox(3, worker=1).append(Tuple(["after"], src))
+    flush_all(a)
+    receive_all(b, inboxes, 1)
+    assert [t.values for t in inboxes[3]][-1] == ["after"]
+    assert b.rejections.total == 4
+    attacker.close()
+    a.close()
+    b.close()
+
+
+def test_a_batch_over_the_frame_limit_is_split_and_an_item_over_it_reported() -> None:
+    """A sender never makes a frame its peer would refuse: a batch that would be too
+    large goes as several frames, and a single item too large is reported as
+    unserializable (its tree is failed, so its spout replays or gives up)."""
+    ctx = zmq.Context.instance()
+    bad: list[Any] = []
+    a = Transport(
+        ctx, "127.0.0.1", KEY, lambda item, exc: bad.append((item, exc)), max_frame_bytes=8192
+    )
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, max_frame_bytes=8192)
+    a.set_peer(1, b.address)
+    src = TupleSource("spout", "default", 1, Fields(["v"]))
+    inbox = a.remote_inbox(3, worker=1)
+    for i in range(40):
+        inbox.append(Tuple([f"{i:04d}" + "x" * 500], src))
+    huge = Tuple(["y" * 20_000], src, 7, 8)
+    inbox.append(huge)
+    flush_all(a)
+    inboxes = {3: deque()}
+    receive_all(b, inboxes, 40)
+    assert [t[0][:4] for t in inboxes[3]] == [f"{i:04d}" for i in range(40)]
+    assert b.frames_received > 2
+    assert len(bad) == 1 and bad[0][0] is huge and "bytes a frame between workers" in str(bad[0][1])
     a.close()
     b.close()

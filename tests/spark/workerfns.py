@@ -7,12 +7,14 @@ import time
 
 import zmq
 
+from tupletree.distributed.control import LogLine, Peers, Stop, Welcome
 from tupletree.distributed.control_client import ControlClient, advertise_host
 
 
 def echo_worker(index: int, attempt: int, control_address: str) -> None:
     """Register a real data socket, then echo every command back until told to stop,
-    and report every peer-table change it sees."""
+    and report every peer-table change it sees. Replies are log lines holding
+    ``repr((kind, payload))``: ("peers", (peers, changed)) or ("echo", command name)."""
     ctx = zmq.Context.instance()
     data = ctx.socket(zmq.PULL)
     host = advertise_host(control_address)
@@ -24,19 +26,14 @@ def echo_worker(index: int, attempt: int, control_address: str) -> None:
                 msg = control.recv(timeout=1.0)
                 if msg is None:
                     continue
-                kind = msg["type"]
-                if kind == "stop":
+                if isinstance(msg, Stop):
                     return
-                if kind in ("welcome", "peers"):
-                    control.send(
-                        {
-                            "type": "saw_peers",
-                            "peers": dict(msg["peers"]),
-                            "changed": msg.get("changed"),
-                        }
-                    )
+                if isinstance(msg, (Welcome, Peers)):
+                    changed = msg.changed if isinstance(msg, Peers) else None
+                    reply = ("peers", (dict(msg.peers), changed))
                 else:
-                    control.send({"type": "echo", "got": msg})
+                    reply = ("echo", type(msg).__name__)
+                control.send(LogLine("INFO", repr(reply)))
     finally:
         data.close(linger=0)
 

@@ -1,69 +1,272 @@
-"""Control frames between the driver's WorkerLauncher and the workers' ControlClient.
+"""The control protocol between the driver and its workers: every message, its payload,
+and the signed frame that carries it.
 
-A message is a small dict with a ``"type"`` key, pickled and sent as two zmq frames:
-``[hmac, payload]``. The HMAC (SHA-256, keyed with a random secret the launcher ships
-to its workers inside the Spark task) is checked *before* unpickling, so a stranger
-who connects to the control port cannot make the driver unpickle anything; on a real
-cluster that port is reachable from the network.
+Every message is a frozen dataclass below; nothing else crosses the control channel,
+and ``decode`` refuses any other type. Workers send ``FromWorker`` messages, each
+wrapped in an ``Envelope`` that names the worker and its attempt (so the driver can
+drop what an attempt that has since been replaced still says); the driver sends
+``ToWorker`` messages (the socket already says which worker). ``Launcher events`` never
+cross the wire: the driver's own job thread reports through them.
 
-Workers -> driver payloads are ``(worker_index, attempt, message)`` so the driver can
-drop messages from an attempt that has since been replaced. Driver -> worker payloads
-are the message alone (the socket already identifies the worker).
+A frame is ``[mac, payload]``: the payload is a pickle, the mac its HMAC-SHA256 keyed
+with the topology's secret, checked *before* anything is unpickled, so a stranger who
+reaches the control port cannot make the driver (or a worker) unpickle anything. The
+secret reaches workers inside their Spark task (the closure), never over the network
+the workers listen on. ``data_key`` derives the data plane's key from the same secret.
+
+Adding a message: a dataclass here, in ``FromWorker`` or ``ToWorker``; then its
+handler in the driver's one dispatcher (``distributed/dispatch.py``) or in the worker's
+loop (``distributed/worker_main.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import pickle
 import secrets
+from dataclasses import dataclass, field
 from typing import Any
 
-# Worker -> driver.
-TASK_STARTED = "task_started"  # pid, host, task_attempt_id: sent before worker_main runs
-REGISTER = "register"  # index, attempt, pid, host, address, task_attempt_id, info
-HEARTBEAT = "heartbeat"  # any extra keys are the worker's stats
-ERROR = "error"  # error, traceback, fatal
-LOG = "log"  # level, line
-EXITING = "exiting"  # worker_main returned (or raised); the task is about to end
-# Driver -> worker.
-WELCOME = "welcome"  # num_workers, peers, assignment: the answer to REGISTER
-PEERS = "peers"  # peers (full table), changed (indices whose address changed)
-PING = "ping"  # driver is alive; never shown to the worker's code
-ACK = "ack"  # answer to a message that carried "want_ack": True (see send_once)
-STOP = "stop"  # reason: the worker should shut down and return from worker_main
-# Launcher -> its own inbox (not sent over the wire).
-WORKER_REGISTERED = "worker_registered"
-WORKER_RESTARTING = "worker_restarting"  # reason, lived, delay, restarts, crash_loop
-JOB_ENDED = "job_ended"
+MAC_BYTES = 32  # HMAC-SHA256
 
-Message = dict[str, Any]
+# ------------------------------------------------------------------ worker -> driver
+
+
+@dataclass(frozen=True)
+class TaskStarted:
+    """The Spark task got a slot (sent before ``worker_main`` runs)."""
+
+    pid: int
+    host: str
+    task_attempt_id: int | None
+
+
+@dataclass(frozen=True)
+class Register:
+    """A worker's hello: where its data socket listens, and who it is."""
+
+    pid: int
+    host: str
+    address: str
+    task_attempt_id: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The worker is alive (every ``heartbeat_interval``)."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The worker opened its tasks and runs its loop."""
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A worker's periodic report: its tasks' metrics, the errors reported since the
+    last report, whether its last round was idle, and frames per peer address."""
+
+    snapshot: dict[int, dict[str, Any]]
+    errors: list[str]
+    idle: bool
+    sent_to: dict[str, int]
+    received_from: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """An exception in the worker; ``fatal`` when it ends the worker."""
+
+    error: str
+    traceback: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A log record of the worker's (WARNING and up), rate-limited by the worker."""
+
+    level: str
+    line: str
+
+
+@dataclass(frozen=True)
+class Exiting:
+    """``worker_main`` returned; the task is about to end."""
+
+
+FromWorker = TaskStarted | Register | Heartbeat | Ready | Metrics | ErrorReport | LogLine | Exiting
+FROM_WORKER: tuple[type, ...] = (
+    TaskStarted,
+    Register,
+    Heartbeat,
+    Ready,
+    Metrics,
+    ErrorReport,
+    LogLine,
+    Exiting,
+)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What a worker's frame holds: who sends ``message``, and whether it wants an
+    ``Ack`` (``send_once``, whose process may exit right after)."""
+
+    worker: int
+    attempt: int
+    message: FromWorker
+    want_ack: bool = False
+
+
+# ------------------------------------------------------------------ driver -> worker
+
+
+@dataclass(frozen=True)
+class Welcome:
+    """The answer to ``Register``: the worker count, the peers known so far, the
+    worker's assignment."""
+
+    num_workers: int
+    peers: dict[int, str]
+    assignment: Any
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The full peer table; ``changed`` lists the workers whose address changed."""
+
+    peers: dict[int, str]
+    changed: list[int]
+
+
+@dataclass(frozen=True)
+class Ping:
+    """The driver is alive; never shown to the worker's code."""
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The answer to an envelope with ``want_ack``. To a ``TaskStarted``, ``delay`` is
+    how long the task must wait before it starts its worker (the restart backoff)."""
+
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The worker should drain and return from ``worker_main``."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Activate:
+    """Start calling the spouts' ``next_tuple``."""
+
+
+@dataclass(frozen=True)
+class Deactivate:
+    """Stop calling the spouts' ``next_tuple``."""
+
+
+ToWorker = Welcome | Peers | Ping | Ack | Stop | Activate | Deactivate
+TO_WORKER: tuple[type, ...] = (Welcome, Peers, Ping, Ack, Stop, Activate, Deactivate)
+
+
+# ------------------------------------------------------------------ launcher events
+
+
+@dataclass(frozen=True)
+class WorkerRegistered:
+    """A worker (re)registered; ``restarted`` when it replaced an earlier attempt."""
+
+    restarted: bool
+    previous_attempt: int | None
+    pid: int
+    host: str
+    address: str
+
+
+@dataclass(frozen=True)
+class WorkerRestarting:
+    """A worker's attempt ended while its topology lives; it is started again after
+    ``delay`` s. ``reason`` is why it ended (its last error), ``lived`` how long it ran,
+    ``restarts`` the worker's restarts so far, ``crash_loop`` set once ``quick_deaths``
+    attempts in a row died young."""
+
+    reason: str
+    lived: float
+    delay: float
+    restarts: int
+    quick_deaths: int
+    crash_loop: bool
+
+
+@dataclass(frozen=True)
+class JobEnded:
+    """The Spark job running the workers ended; ``requested`` when the driver stopped
+    it, ``error`` (a one-line summary) when it failed."""
+
+    error: str | None
+    requested: bool
+
+
+# ------------------------------------------------------------------ frames
 
 
 def new_secret() -> bytes:
-    """A fresh random key for one launcher and its workers."""
+    """A fresh random key for one topology (one launcher and its workers)."""
     return secrets.token_bytes(32)
 
 
+def data_key(secret: bytes) -> bytes:
+    """The key of the data plane's frames, derived from the topology's secret (a key
+    per purpose: a control frame can never pass for a data frame, nor the reverse)."""
+    return hmac.digest(secret, b"tupletree data frames", "sha256")
+
+
 class BadFrame(ValueError):
-    """A frame that is malformed or not signed with our secret; it is dropped unread."""
+    """A frame that is malformed, not signed with our secret, or not a message of this
+    protocol; it is dropped."""
 
 
-def encode(secret: bytes, obj: Any) -> list[bytes]:
+def encode(secret: bytes, obj: Envelope | ToWorker) -> list[bytes]:
     """Pickle ``obj`` and sign it: the two frames to send."""
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return [hmac.new(secret, payload, hashlib.sha256).digest(), payload]
+    return [hmac.digest(secret, payload, "sha256"), payload]
 
 
-def decode(secret: bytes, frames: list[bytes]) -> Any:
-    """Check the signature of ``[hmac, payload]`` and unpickle it, or raise BadFrame."""
+def _verified(secret: bytes, frames: list[bytes]) -> Any:
     if len(frames) != 2:
         raise BadFrame(f"expected 2 frames (hmac, payload), got {len(frames)}")
     mac, payload = frames
-    expected = hmac.new(secret, payload, hashlib.sha256).digest()
-    if not hmac.compare_digest(mac, expected):
-        raise BadFrame("bad signature (not from this launcher or its workers)")
+    if not hmac.compare_digest(mac, hmac.digest(secret, payload, "sha256")):
+        raise BadFrame("bad signature (not from this topology's driver or workers)")
     try:
         return pickle.loads(payload)
     except Exception as exc:  # a signed frame we cannot read: a version mismatch
         raise BadFrame(f"cannot unpickle payload: {exc}") from exc
+
+
+def decode_envelope(secret: bytes, frames: list[bytes]) -> Envelope:
+    """A worker's frame, checked (signature first, then its types), or BadFrame."""
+    obj = _verified(secret, frames)
+    if (
+        not isinstance(obj, Envelope)
+        or not isinstance(obj.message, FROM_WORKER)
+        or type(obj.worker) is not int
+        or type(obj.attempt) is not int
+    ):
+        raise BadFrame(f"not a worker's envelope: {type(obj).__name__}")
+    return obj
+
+
+def decode_command(secret: bytes, frames: list[bytes]) -> ToWorker:
+    """A driver's frame, checked (signature first, then its type), or BadFrame."""
+    obj = _verified(secret, frames)
+    if not isinstance(obj, TO_WORKER):
+        raise BadFrame(f"not a message to a worker: {type(obj).__name__}")
+    return obj

@@ -13,13 +13,20 @@ long-running Spark task. It talks to the driver's WorkerLauncher through a
             while True:
                 msg = control.recv(timeout=0.1)
                 if msg is None: ...do work...
-                elif msg["type"] == "stop": break
-                elif msg["type"] == "peers": ...reconnect to msg["changed"]...
+                elif isinstance(msg, Stop): break
+                elif isinstance(msg, Peers): ...reconnect to msg.changed...
+            if control.driver_lost: raise DriverLost(control.driver_lost)
 
-The client owns its zmq socket on a background thread (zmq sockets must not be shared
-between threads, and a worker's executors are many threads), so every method here is
-safe to call from any thread. It heartbeats on its own, and turns a driver that went
-silent into a ``stop`` message, so a worker never outlives its topology.
+The messages are ``tupletree.distributed.control``'s. The client owns its zmq socket on
+a background thread (zmq sockets must not be shared between threads, and a worker's
+executors are many threads), so every method here is safe to call from any thread. It
+heartbeats on its own, and turns a driver that went silent into a ``Stop`` and sets
+``driver_lost``: a worker never outlives its topology, and never ends quietly when it
+lost its driver (the topology's worker ends with ``DriverLost``, which is reported and
+fails its task, so Spark runs it again).
+
+Its DEALER's routing id is random (16 bytes from ``secrets``) and kept for the
+socket's life, so a reconnect keeps its route, and nobody can guess it to claim it.
 """
 
 from __future__ import annotations
@@ -27,18 +34,35 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import secrets
 import socket
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
-from tupletree.distributed import control as protocol
-from tupletree.distributed.control import Message
+from tupletree.distributed import control
+from tupletree.distributed.control import (
+    Ack,
+    BadFrame,
+    Envelope,
+    ErrorReport,
+    FromWorker,
+    Heartbeat,
+    LogLine,
+    Peers,
+    Ping,
+    Register,
+    Stop,
+    ToWorker,
+    Welcome,
+)
+
+# A driver's commands are small; a peer table is one address per worker.
+MAX_COMMAND_BYTES = 16 * 1024 * 1024
 
 WorkerMain = Callable[[int, int, str], None]
 """``worker_main(worker_index, attempt, control_address) -> None``: the body of a worker."""
@@ -82,33 +106,19 @@ def advertise_host(control_address: str) -> str:
             return socket.gethostbyname(socket.gethostname())
 
 
-@dataclass
-class Welcome:
-    """The driver's answer to a registration."""
-
-    num_workers: int
-    peers: dict[int, str]
-    assignment: Any = None
-
-
-def _task_attempt_id() -> int | None:
-    """Spark's id of the running task attempt (lets the driver kill/restart it)."""
-    try:
-        from pyspark import TaskContext
-    except ImportError:
-        return None
-    ctx = TaskContext.get()
-    return ctx.taskAttemptId() if ctx is not None else None
+class DriverLost(RuntimeError):
+    """The driver was silent for longer than the worker waits: it died, or the
+    worker's route to it was lost. Raised by a worker so that it ends reported."""
 
 
 class ControlClient:
     """A worker's connection to the driver's control service.
 
     Register with ``register(data_address)``; then ``recv`` yields the driver's
-    messages (``welcome``, ``peers`` updates, ``stop``, and any command dict the driver
-    sends, e.g. ``{"type": "activate"}``); ``send``/``report_error``/``log``
-    go the other way. Thread-safe. ``stop_requested`` is set once a ``stop`` arrived
-    (or the driver was silent for ``driver_timeout`` seconds).
+    messages (``Welcome``, ``Peers`` updates, ``Stop``, ``Activate``, ``Deactivate``);
+    ``send``/``report_error``/``log`` go the other way. Thread-safe.
+    ``stop_requested`` is set once a ``Stop`` arrived or the driver was silent for
+    ``driver_timeout`` seconds; in the latter case ``driver_lost`` says so.
     """
 
     def __init__(
@@ -131,10 +141,12 @@ class ControlClient:
         self.num_workers: int | None = None
         self.assignment: Any = None
         self.stop_requested = threading.Event()
+        self.driver_lost: str | None = None
+        self.frames_refused = 0  # frames that failed authentication or did not parse
         self._welcome: Welcome | None = None
         self._welcomed = threading.Event()
         self._peers_changed = threading.Condition()
-        self._inbox: queue.Queue[Message] = queue.Queue()
+        self._inbox: queue.Queue[ToWorker] = queue.Queue()
         self._outbox: queue.Queue[list[bytes]] = queue.Queue()
         self._closing = threading.Event()
         self._last_heard = time.monotonic()
@@ -147,12 +159,9 @@ class ControlClient:
         self._wake_tx.connect(wake_address)
         self._wake_lock = threading.Lock()
         self._dealer = self._ctx.socket(zmq.DEALER)
-        # A fixed routing id lets the driver's ROUTER hand a reconnecting socket its old
-        # route back (ROUTER_HANDOVER) instead of treating it as a new peer.
-        self._dealer.setsockopt(
-            zmq.ROUTING_ID, f"w{worker_index}.a{attempt}.p{os.getpid()}".encode()
-        )
+        self._dealer.setsockopt(zmq.ROUTING_ID, secrets.token_bytes(16))
         self._dealer.setsockopt(zmq.LINGER, 2000)
+        self._dealer.setsockopt(zmq.MAXMSGSIZE, MAX_COMMAND_BYTES)
         self._dealer.connect(self._endpoint)
         self._thread = threading.Thread(
             target=self._io_loop, name=f"tupletree-control-w{worker_index}", daemon=True
@@ -164,18 +173,12 @@ class ControlClient:
     def register(
         self, address: str, info: Mapping[str, Any] | None = None, timeout: float = 30.0
     ) -> Welcome:
-        """Announce this worker (its data socket ``address``, pid, host, Spark task id)
-        and wait for the driver's welcome: worker count, peers known so far, assignment.
-        """
+        """Announce this worker (its data socket ``address``, pid, host) and wait for the
+        driver's welcome: worker count, peers known so far, assignment."""
         self._send_raw(
-            {
-                "type": protocol.REGISTER,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "address": address,
-                "task_attempt_id": _task_attempt_id(),
-                "info": dict(info or {}),
-            }
+            Register(
+                pid=os.getpid(), host=socket.gethostname(), address=address, info=dict(info or {})
+            )
         )
         if not self._welcomed.wait(timeout):
             raise TimeoutError(
@@ -199,7 +202,7 @@ class ControlClient:
                 self._peers_changed.wait(remaining)
             return dict(self.peers)
 
-    def recv(self, timeout: float | None = None) -> Message | None:
+    def recv(self, timeout: float | None = None) -> ToWorker | None:
         """The next message from the driver, or None after ``timeout`` seconds
         (``timeout=0`` polls; ``None`` waits forever)."""
         try:
@@ -209,10 +212,13 @@ class ControlClient:
         except queue.Empty:
             return None
 
-    def send(self, msg: Message) -> None:
-        """Send a dict (it must have a ``"type"``) to the driver."""
-        if "type" not in msg:
-            raise ValueError(f"control messages need a 'type' key: {msg!r}")
+    def send(self, msg: FromWorker) -> None:
+        """Send a message of the control protocol to the driver."""
+        if not isinstance(msg, control.FROM_WORKER):
+            raise TypeError(
+                f"not a message of the control protocol: {msg!r} (see "
+                "tupletree.distributed.control.FromWorker)"
+            )
         self._send_raw(msg)
 
     def report_error(self, exc: BaseException, *, fatal: bool = False) -> None:
@@ -221,7 +227,7 @@ class ControlClient:
 
     def log(self, line: str, level: str = "INFO") -> None:
         """Ship a log line to the driver (worker stdout goes to the executor's log)."""
-        self._send_raw({"type": protocol.LOG, "level": level, "line": line})
+        self._send_raw(LogLine(level, line))
 
     def close(self) -> None:
         """Flush what was sent (up to 2 s) and stop the I/O thread."""
@@ -241,11 +247,14 @@ class ControlClient:
 
     # ---------------------------------------------------------------- internals
 
-    def _send_raw(self, msg: Message) -> None:
+    def _send_raw(self, msg: FromWorker) -> None:
         if self._closing.is_set():
             raise RuntimeError("ControlClient is closed")
-        self._outbox.put(protocol.encode(self._secret, (self.worker_index, self.attempt, msg)))
+        self._outbox.put(self._frames(msg))
         self._wake()
+
+    def _frames(self, msg: FromWorker) -> list[bytes]:
+        return control.encode(self._secret, Envelope(self.worker_index, self.attempt, msg))
 
     def _wake(self) -> None:
         with self._wake_lock, contextlib.suppress(zmq.ZMQError):
@@ -275,7 +284,7 @@ class ControlClient:
                 if now >= next_heartbeat:
                     next_heartbeat = now + self._heartbeat_interval
                     if self._welcomed.is_set():
-                        self._send_heartbeat()
+                        self._dealer.send_multipart(self._frames(Heartbeat()))
                     self._check_driver(now)
         finally:
             self._dealer.close()  # LINGER (2 s) lets queued frames go out
@@ -289,13 +298,6 @@ class ControlClient:
                 return
             self._dealer.send_multipart(frames)
 
-    def _send_heartbeat(self) -> None:
-        self._dealer.send_multipart(
-            protocol.encode(
-                self._secret, (self.worker_index, self.attempt, {"type": protocol.HEARTBEAT})
-            )
-        )
-
     def _check_driver(self, now: float) -> None:
         if (
             self._driver_timeout is not None
@@ -303,13 +305,12 @@ class ControlClient:
             and not self.stop_requested.is_set()
             and now - self._last_heard > self._driver_timeout
         ):
-            self.stop_requested.set()
-            self._inbox.put(
-                {
-                    "type": protocol.STOP,
-                    "reason": f"driver silent for {self._driver_timeout} s",
-                }
+            self.driver_lost = (
+                f"worker {self.worker_index} (attempt {self.attempt}) heard nothing from "
+                f"the driver at {self._endpoint} for {self._driver_timeout} s"
             )
+            self.stop_requested.set()
+            self._inbox.put(Stop(self.driver_lost))
 
     def _drain_dealer(self) -> None:
         while True:
@@ -318,49 +319,42 @@ class ControlClient:
             except zmq.Again:
                 return
             try:
-                msg = protocol.decode(self._secret, frames)
-            except protocol.BadFrame:
+                msg = control.decode_command(self._secret, frames)
+            except BadFrame:
+                self.frames_refused += 1
                 continue
             self._last_heard = time.monotonic()
             self._handle(msg)
 
-    def _handle(self, msg: Message) -> None:
-        kind = msg.get("type")
-        if kind in (protocol.PING, protocol.ACK):
+    def _handle(self, msg: ToWorker) -> None:
+        if isinstance(msg, (Ping, Ack)):
             return
-        if kind == protocol.WELCOME:
+        if isinstance(msg, Welcome):
             with self._peers_changed:
-                self.num_workers = msg["num_workers"]
-                self.peers.update(msg["peers"])
-                self.assignment = msg.get("assignment")
+                self.num_workers = msg.num_workers
+                self.peers.update(msg.peers)
+                self.assignment = msg.assignment
                 self._peers_changed.notify_all()
-            self._welcome = Welcome(
-                num_workers=msg["num_workers"],
-                peers=dict(msg["peers"]),
-                assignment=msg.get("assignment"),
-            )
+            self._welcome = msg
             self._welcomed.set()
-        elif kind == protocol.PEERS:
+        elif isinstance(msg, Peers):
             with self._peers_changed:
-                self.peers.update(msg["peers"])
+                self.peers.update(msg.peers)
                 self._peers_changed.notify_all()
-        elif kind == protocol.STOP:
+        elif isinstance(msg, Stop):
             self.stop_requested.set()
         self._inbox.put(msg)
 
 
-def error_message(exc: BaseException, *, fatal: bool) -> Message:
+def error_message(exc: BaseException, *, fatal: bool) -> ErrorReport:
     """The control message that reports ``exc`` (type, text and traceback)."""
-    return {
-        "type": protocol.ERROR,
-        "error": f"{type(exc).__name__}: {exc}",
-        "traceback": "".join(traceback.format_exception(exc)),
-        "fatal": fatal,
-    }
+    return ErrorReport(
+        f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)), fatal
+    )
 
 
 def send_once(
-    control_address: str, worker_index: int, attempt: int, msg: Message, timeout: float = 2.0
+    control_address: str, worker_index: int, attempt: int, msg: FromWorker, timeout: float = 2.0
 ) -> bool:
     """Send one message on a short-lived socket and wait (up to ``timeout``) for the
     driver to acknowledge it. For the task wrapper's words before and after
@@ -371,23 +365,23 @@ def send_once(
 
 
 def request(
-    control_address: str, worker_index: int, attempt: int, msg: Message, timeout: float = 2.0
-) -> Message | None:
-    """``send_once``, returning the driver's acknowledgement (which may carry an answer,
-    e.g. how long to wait before starting), or None if none came within ``timeout``."""
+    control_address: str, worker_index: int, attempt: int, msg: FromWorker, timeout: float = 2.0
+) -> Ack | None:
+    """``send_once``, returning the driver's ``Ack`` (which may carry an answer, e.g. how
+    long to wait before starting), or None if none came within ``timeout``."""
     endpoint, secret = parse_control_address(control_address)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_COMMAND_BYTES)
         sock.connect(endpoint)
         sock.send_multipart(
-            protocol.encode(secret, (worker_index, attempt, {**msg, "want_ack": True}))
+            control.encode(secret, Envelope(worker_index, attempt, msg, want_ack=True))
         )
         if sock.poll(int(timeout * 1000), zmq.POLLIN):
-            with contextlib.suppress(protocol.BadFrame):
-                reply = protocol.decode(secret, sock.recv_multipart())
-                if isinstance(reply, dict) and reply.get("type") == protocol.ACK:
-                    return reply
+            with contextlib.suppress(BadFrame):
+                reply = control.decode_command(secret, sock.recv_multipart())
+                return reply if isinstance(reply, Ack) else None
         return None
     finally:
         sock.close()

@@ -33,6 +33,17 @@ that cannot be read says where it came from), and each side counts frames per pe
 between the current processes even after a worker was restarted (frames to or from a
 dead process are never matched, and need not be).
 
+Authentication: a PULL socket takes frames from anyone who can reach it, and a pickle
+runs code when it is loaded. So every frame is ``mac | header | payload``, the mac an
+HMAC-SHA256 of the rest keyed with the topology's data key (``control.data_key``: the
+secret reaches workers inside their Spark task, never over this network), and the
+receiver checks it (``hmac.compare_digest``) before it reads anything else. A frame that
+fails, or is too short to hold a mac, is dropped and counted per the sender it claims
+(a bounded table: ``Rejections``), and reported through ``on_rejected`` at most every
+10 s. Frames over ``max_frame_bytes`` are refused by ZeroMQ before they are read
+(``MAXMSGSIZE``; the connection that sent one is dropped); a sender splits a batch that
+would exceed it, and reports an item that alone would as unserializable.
+
 Tuples are not pickled as objects (about 3 us each, measured) but as columns of plain
 data; the receiver rebuilds them, reusing one TupleSource per source.
 ``python bench/transport.py`` measures the whole path per item.
@@ -40,14 +51,18 @@ data; the receiver rebuilds them, reusing one TupleSource per source.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import pickle
+import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
 
+from tupletree.distributed.control import MAC_BYTES
 from tupletree.distributed.frames import PeerBuffer, decode, encode
+from tupletree.distributed.rejections import Rejections
 from tupletree.topology.tuple import TupleSource
 
 log = logging.getLogger(__name__)
@@ -58,25 +73,44 @@ SEND_HWM = 64  # frames queued per peer socket before sends would block
 FRAME_ITEMS = 512
 LINGER_SECS = 0.002
 PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
+MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
 class Transport:
+    """A worker's end of the data plane: its PULL socket, a PUSH socket per peer.
+
+    ``key`` authenticates every frame both ways (``control.data_key`` of the topology's
+    secret). ``on_unserializable(item, exc)``: an item that cannot be sent;
+    ``on_bad_frame(exc)``: an authenticated frame that cannot be read;
+    ``on_rejected(report)``: frames refused, at most one report every 10 s."""
+
     def __init__(
         self,
         context: zmq.Context,
         host: str,
+        key: bytes,
         on_unserializable: Callable[[Any, BaseException], None],
         on_bad_frame: Callable[[BaseException], None] | None = None,
+        *,
+        on_rejected: Callable[[str], None] | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
+        if len(key) < 16:
+            raise ValueError(f"a data key needs at least 16 bytes, got {len(key)}")
         self._context = context
+        self._key = key
+        self.max_frame_bytes = max_frame_bytes
         self._pull = context.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, SEND_HWM)
         self._pull.setsockopt(zmq.LINGER, 0)
+        self._pull.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         port = self._pull.bind_to_random_port(f"tcp://{host}")
         self.address = f"tcp://{host}:{port}"
         self._header = _header(self.address)
         self._on_unserializable = on_unserializable
         self._on_bad_frame = on_bad_frame
+        self._on_rejected = on_rejected
+        self.rejections = Rejections("data frames that failed authentication")
         self._push: dict[int, zmq.Socket] = {}
         self._addresses: dict[int, str] = {}
         self._buffers: dict[int, PeerBuffer] = {}
@@ -168,9 +202,9 @@ class Transport:
         for worker, buffer in self._buffers.items():
             if not len(buffer):
                 continue
-            frame = self._serialize(buffer.take())
-            if frame is not None:
-                self._stalled.setdefault(worker, []).append(frame)
+            frames = self._serialize(buffer.take())
+            if frames:
+                self._stalled.setdefault(worker, []).extend(frames)
         for worker, frames in self._stalled.items():
             sock = self._push.get(worker)
             if sock is None:
@@ -191,12 +225,32 @@ class Transport:
         """True while frames wait for a peer's socket to take them (backpressure)."""
         return any(self._stalled.values())
 
-    def _serialize(self, lists: dict[int, list[Any]]) -> bytes | None:
+    def _serialize(self, lists: dict[int, list[Any]]) -> list[bytes]:
+        """The signed frames for these items: one, unless it would exceed the maximum
+        frame size (then the batch is halved until each part fits)."""
         try:
-            return self._header + _dumps(encode(lists))
+            body = self._header + _dumps(encode(lists))
         except Exception:
-            pass
-        # Find the culprits (each item alone), report them, send the rest.
+            return self._serialize_each(lists)
+        if len(body) + MAC_BYTES <= self.max_frame_bytes:
+            return [hmac.digest(self._key, body, "sha256") + body]
+        items = [(task, item) for task, its in lists.items() for item in its]
+        if len(items) == 1:
+            _, item = items[0]
+            self._on_unserializable(
+                item,
+                ValueError(
+                    f"it takes {len(body):,} bytes, over the {self.max_frame_bytes:,} "
+                    "bytes a frame between workers may hold"
+                ),
+            )
+            return []
+        half = len(items) // 2
+        return self._serialize(_grouped(items[:half])) + self._serialize(_grouped(items[half:]))
+
+    def _serialize_each(self, lists: dict[int, list[Any]]) -> list[bytes]:
+        """Find the items that cannot be serialized (each alone), report them, send
+        the rest."""
         good: dict[int, list[Any]] = {}
         for task, items in lists.items():
             for item in items:
@@ -206,9 +260,7 @@ class Transport:
                     self._on_unserializable(item, exc)
                 else:
                     good.setdefault(task, []).append(item)
-        if not good:
-            return None
-        return self._header + _dumps(encode(good))
+        return self._serialize(good) if good else []
 
     # -- receiving ----------------------------------------------------------------
 
@@ -226,11 +278,17 @@ class Transport:
             except zmq.Again:
                 break
             data = frame.buffer
-            n = int.from_bytes(data[:2], "big")
-            sender = bytes(data[2 : 2 + n]).decode("utf-8", "replace")
+            body = data[MAC_BYTES:]
+            if len(data) < MAC_BYTES + 2 or not hmac.compare_digest(
+                data[:MAC_BYTES], hmac.digest(self._key, body, "sha256")
+            ):
+                self._reject(data)
+                continue
+            n = int.from_bytes(body[:2], "big")
+            sender = bytes(body[2 : 2 + n]).decode("utf-8", "replace")
             self.received_from[sender] = self.received_from.get(sender, 0) + 1
             try:
-                moved += decode(pickle.loads(data[2 + n :]), self._sources, self._deliver)
+                moved += decode(pickle.loads(body[2 + n :]), self._sources, self._deliver)
             except Exception as exc:
                 # Items decoded before the error stay delivered; the rest are lost and
                 # their trees time out. Counted as received all the same: nothing more
@@ -241,6 +299,21 @@ class Transport:
                 else:
                     log.error("dropped a frame that could not be read: %r", exc)
         return moved
+
+    def _reject(self, data: memoryview) -> None:
+        """Count a frame that failed authentication (it is never unpickled), by the
+        sender its unauthenticated header claims, when it has one that reads."""
+        n = int.from_bytes(data[MAC_BYTES : MAC_BYTES + 2], "big")
+        claimed = bytes(data[MAC_BYTES + 2 : MAC_BYTES + 2 + min(n, 200)])
+        sender = claimed.decode("utf-8", "replace") if claimed else "(no sender)"
+        reason = f"{len(data)} bytes, bad or missing mac"
+        report = self.rejections.reject(sender, reason, time.monotonic())
+        if report is None:
+            return
+        if self._on_rejected is not None:
+            self._on_rejected(report)
+        else:
+            log.warning("%s: %s", self.address, report)
 
     @property
     def socket(self) -> zmq.Socket:
@@ -257,6 +330,14 @@ def _header(address: str) -> bytes:
     """What starts every frame this transport sends: its address, length-prefixed."""
     raw = address.encode("utf-8")
     return len(raw).to_bytes(2, "big") + raw
+
+
+def _grouped(items: list[tuple[int, Any]]) -> dict[int, list[Any]]:
+    """(task, item) pairs back into task -> items, in order."""
+    lists: dict[int, list[Any]] = {}
+    for task, item in items:
+        lists.setdefault(task, []).append(item)
+    return lists
 
 
 def _dumps(obj: Any) -> bytes:

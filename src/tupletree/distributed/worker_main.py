@@ -8,7 +8,7 @@ the Transport, also its ``link``), and runs the loop until the driver says stop:
     control messages -> ``worker.step(now)`` (timers, frames in, a round, frames out)
     -> report metrics every REPORT_SECS -> wait on the data socket when idle.
 
-On ``stop`` the spouts are deactivated and the worker drains what it holds (bounded by
+On ``Stop`` the spouts are deactivated and the worker drains what it holds (bounded by
 DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needlessly.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 
 import zmq
 
+from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, Ready, data_key
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.worker import Worker, pickled_components
 
@@ -53,7 +54,12 @@ class TopologyWorkerMain:
     def __call__(self, index: int, attempt: int, control_address: str) -> None:
         from pyspark import cloudpickle
 
-        from tupletree.distributed.control_client import ControlClient, advertise_host
+        from tupletree.distributed.control_client import (
+            ControlClient,
+            DriverLost,
+            advertise_host,
+            parse_control_address,
+        )
         from tupletree.distributed.transport import Transport
 
         topology = cloudpickle.loads(self.topology_blob)
@@ -72,8 +78,18 @@ class TopologyWorkerMain:
                     f"{type(exc).__name__}: {exc}"
                 )
 
+            def rejected(report: str) -> None:
+                if worker_ref:
+                    worker_ref[0].report_error(f"worker {index}: {report}")
+
+            _, secret = parse_control_address(control_address)
             transport = Transport(
-                context, advertise_host(control_address), unserializable, bad_frame
+                context,
+                advertise_host(control_address),
+                data_key(secret),
+                unserializable,
+                bad_frame,
+                on_rejected=rejected,
             )
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
@@ -97,9 +113,13 @@ class TopologyWorkerMain:
                 # A restarted worker starts inactive; the driver activates it if the
                 # topology is active now (it may have been deactivated since submit).
                 worker.start(active=self.active and attempt == 0)
-                control.send({"type": "ready"})
+                control.send(Ready())
                 with worker_gc():
                     _loop(worker, transport, control, index)
+                if control.driver_lost is not None:
+                    # Not a clean end: reported by the task wrapper, and the task fails
+                    # so that Spark runs it again.
+                    raise DriverLost(control.driver_lost)
             finally:
                 logging.getLogger().removeHandler(forward)
                 transport.close()
@@ -185,15 +205,14 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     while True:
         msg = control.recv(0)
         while msg is not None:
-            kind = msg.get("type")
-            if kind == "activate":
+            if isinstance(msg, Activate):
                 worker.activate()
-            elif kind == "deactivate":
+            elif isinstance(msg, Deactivate):
                 worker.deactivate()
-            elif kind == "peers":
-                transport.set_peers(msg["peers"], index)
+            elif isinstance(msg, Peers):
+                transport.set_peers(msg.peers, index)
             msg = control.recv(0)
-        # Set by the client for a "stop" message and for a driver gone silent alike.
+        # Set by the client for a Stop and for a driver gone silent alike.
         if control.stop_requested.is_set() and draining_since is None:
             worker.deactivate()
             draining_since = clock_now()
@@ -222,13 +241,12 @@ def _report(
 ) -> int:
     """Send the driver this worker's metrics and new errors; return the errors sent."""
     control.send(
-        {
-            "type": "metrics",
-            "snapshot": worker.metrics_snapshot(),
-            "errors": worker.errors_since(errors_sent),
-            "idle": idle and not transport.blocked(),
-            "sent_to": dict(transport.sent_to),
-            "received_from": dict(transport.received_from),
-        }
+        Metrics(
+            snapshot=worker.metrics_snapshot(),
+            errors=worker.errors_since(errors_sent),
+            idle=idle and not transport.blocked(),
+            sent_to=dict(transport.sent_to),
+            received_from=dict(transport.received_from),
+        )
     )
     return worker.error_count

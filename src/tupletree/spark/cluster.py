@@ -21,17 +21,23 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
 from tupletree.cluster import ClusterBase
 from tupletree.config import Config
-from tupletree.distributed import control as protocol
+from tupletree.distributed.control import (
+    Activate,
+    Deactivate,
+    JobEnded,
+    Metrics,
+    WorkerRegistered,
+    WorkerRestarting,
+)
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
-from tupletree.runtime.worker import MAX_ERRORS_KEPT, make_layout, pickled_components
+from tupletree.runtime.worker import make_layout, pickled_components
 from tupletree.spark.errors import SparkJobFailed
 from tupletree.topology.builder import Topology
 
@@ -45,76 +51,56 @@ SLOT_WAIT_SECS = 100.0
 
 
 class _Running:
-    """Driver-side state of one submitted topology."""
+    """Driver-side state of one submitted topology: the launcher's ``Listener``.
 
-    def __init__(self, layout: Any, launcher: Any, active: bool) -> None:
+    Errors and log lines are the launcher's (one list each, whoever reported them);
+    what is kept here is what only a topology has: its metrics, readiness and state."""
+
+    def __init__(self, layout: Any, active: bool) -> None:
         self.layout = layout
-        self.launcher = launcher
+        self.launcher: Any = None
         self.active = active
         self.lock = threading.Lock()
         self.snapshots: dict[tuple[int, int], dict[int, dict[str, Any]]] = {}
-        # worker -> (attempt, its latest metrics message, when it came)
-        self.reports: dict[int, tuple[int, dict[str, Any], float]] = {}
-        self.ready: set[int] = set()  # workers that said "ready" (any attempt)
+        # worker -> (attempt, its latest metrics report, when it came)
+        self.reports: dict[int, tuple[int, Metrics, float]] = {}
+        self.ready_workers: set[int] = set()  # workers that said Ready (any attempt)
         self.ended: str | None = None  # why the Spark job ended, when nobody asked it to
         self.crash_loops: dict[int, str] = {}  # worker -> the last error of its crash loop
-        self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
-        self.logs: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.changed = threading.Condition(self.lock)
 
-    def on_message(self, message: Any) -> None:
-        msg = message.msg
-        kind = msg.get("type")
+    def worker_registered(self, worker: int, attempt: int, event: WorkerRegistered) -> None:
+        pass  # a restarted worker is activated once it is Ready (below)
+
+    def ready(self, worker: int, attempt: int) -> None:
         with self.lock:
-            if kind == "metrics":
-                self.snapshots[(message.worker, message.attempt)] = msg["snapshot"]
-                self.reports[message.worker] = (message.attempt, msg, time.monotonic())
-                for text in msg.get("errors", ()):
-                    self.errors.append(f"worker {message.worker}: {text}")
-            elif kind == "ready":
-                self.ready.add(message.worker)
-                # A restarted worker starts inactive (the topology may have been
-                # deactivated since submit): activate it if the topology is active.
-                if message.attempt and message.attempt > 0 and self.active:
-                    self.launcher.send(message.worker, {"type": "activate"})
-            elif kind == "error":
-                self.errors.append(
-                    f"worker {message.worker} (attempt {message.attempt}): "
-                    f"{msg.get('error')}\n{msg.get('traceback', '')}"
-                )
-            elif kind == protocol.WORKER_RESTARTING:
-                self.errors.append(restart_text(message.worker, message.attempt, msg))
-                if msg.get("crash_loop"):
-                    self.crash_loops[message.worker] = str(msg.get("reason"))
-                else:
-                    self.crash_loops.pop(message.worker, None)
-            elif kind == protocol.JOB_ENDED and not msg.get("requested"):
-                self.ended = msg.get("error") or "it ended without being asked to"
-                self.errors.append(f"the Spark job running the workers ended: {self.ended}")
-            elif kind == "log":
-                self.logs.append(f"worker {message.worker} {msg.get('level')}: {msg.get('line')}")
-                log.log(
-                    logging.getLevelName(msg.get("level", "INFO")),
-                    "worker %s: %s",
-                    message.worker,
-                    msg.get("line"),
-                )
+            self.ready_workers.add(worker)
+            # A restarted worker starts inactive (the topology may have been deactivated
+            # since submit): activate it if the topology is active. Under the lock that
+            # activate/deactivate hold, so it is told the state that is broadcast.
+            if attempt > 0 and self.active:
+                self.launcher.send(worker, Activate())
             self.changed.notify_all()
 
+    def metrics(self, worker: int, attempt: int, report: Metrics) -> None:
+        with self.lock:
+            self.snapshots[(worker, attempt)] = report.snapshot
+            self.reports[worker] = (attempt, report, time.monotonic())
+            self.changed.notify_all()
 
-def restart_text(worker: int, attempt: int, msg: dict[str, Any]) -> str:
-    """The ``errors(name)`` line for one restart of a worker."""
-    text = (
-        f"worker {worker} restarted (restart {msg.get('restarts')}): attempt {attempt} "
-        f"ended after {msg.get('lived', 0.0):.1f} s: {msg.get('reason')}; "
-        f"next attempt in {msg.get('delay', 0.0):.1f} s"
-    )
-    if msg.get("crash_loop"):
-        text += (
-            f"; crash loop: {msg.get('quick_deaths')} attempts in a row died young, "
-            f"the last with: {msg.get('reason')}"
-        )
-    return text
+    def worker_restarting(self, worker: int, attempt: int, event: WorkerRestarting) -> None:
+        with self.lock:
+            if event.crash_loop:
+                self.crash_loops[worker] = event.reason
+            else:
+                self.crash_loops.pop(worker, None)
+            self.changed.notify_all()
+
+    def job_ended(self, event: JobEnded) -> None:
+        with self.lock:
+            if not event.requested:
+                self.ended = event.error or "it ended without being asked to"
+            self.changed.notify_all()
 
 
 class SparkCluster(ClusterBase):
@@ -183,7 +169,7 @@ class SparkCluster(ClusterBase):
         main = TopologyWorkerMain(
             name, blob, full_conf, placement, not inactive, START_TIMEOUT_SECS
         )
-        running = _Running(layout, None, active=not inactive)
+        running = _Running(layout, active=not inactive)
         launcher = WorkerLauncher(
             self.spark,
             main,
@@ -191,25 +177,25 @@ class SparkCluster(ClusterBase):
             name=name,
             start_timeout=START_TIMEOUT_SECS,
             slot_wait=SLOT_WAIT_SECS,
-            on_message=running.on_message,
+            listener=running,
             worker_timeout=full_conf[Config.SUPERVISOR_WORKER_TIMEOUT_SECS],
         )
         running.launcher = launcher
         launcher.start()
         deadline = time.monotonic() + START_TIMEOUT_SECS
         with running.lock:
-            while running.ready != set(range(workers)):
+            while running.ready_workers != set(range(workers)):
                 if launcher.job_error is not None or not launcher.running:
                     break
-                if set(running.crash_loops) - running.ready:
+                if set(running.crash_loops) - running.ready_workers:
                     break  # a worker that cannot get ready: say so now, not at the timeout
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 running.changed.wait(min(remaining, 0.5))
-            ready = set(running.ready)
-            errors = list(running.errors)
+            ready = set(running.ready_workers)
             loops = {w: e for w, e in running.crash_loops.items() if w not in ready}
+        errors = launcher.errors()
         if ready != set(range(workers)):
             launcher.stop(timeout=10.0)
             detail = f"; first worker error: {errors[0]}" if errors else ""
@@ -230,17 +216,17 @@ class SparkCluster(ClusterBase):
 
     def activate(self, name: str) -> None:
         running = self._get(name)
-        # Under the lock that on_message holds, so a worker restarting meanwhile is
+        # Under the lock that the listener's ready() holds, so a worker restarting meanwhile is
         # told the state that is broadcast, not the one before it.
         with running.lock:
             running.active = True
-            running.launcher.broadcast({"type": "activate"})
+            running.launcher.broadcast(Activate())
 
     def deactivate(self, name: str) -> None:
         running = self._get(name)
         with running.lock:
             running.active = False
-            running.launcher.broadcast({"type": "deactivate"})
+            running.launcher.broadcast(Deactivate())
 
     def kill_topology(self, name: str) -> None:
         """Deactivate, let workers drain briefly, stop them and end the Spark job."""
@@ -277,15 +263,12 @@ class SparkCluster(ClusterBase):
         return aggregate(merge_snapshots(parts), running.layout.task_to_component)
 
     def errors(self, name: str) -> list[str]:
-        running = self._get(name)
-        with running.lock:
-            return list(running.errors)
+        """Errors of the topology's tasks and workers, oldest first (the newest 1000)."""
+        return self._get(name).launcher.errors()
 
     def logs(self, name: str) -> list[str]:
         """Log records (WARNING and up) the topology's workers logged, oldest first."""
-        running = self._get(name)
-        with running.lock:
-            return list(running.logs)
+        return self._get(name).launcher.logs()
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once every worker reports an idle round and no frame is in flight
@@ -331,14 +314,17 @@ def _all_idle(running: _Running, since: float) -> bool:
     current = running.launcher.workers
     if len(current) < running.launcher.num_workers:
         return False
-    reports: dict[str, dict[str, Any]] = {}  # data address (from registration) -> report
+    reports: dict[str, Metrics] = {}  # data address (from registration) -> report
     for w, info in current.items():
-        attempt, report, at = running.reports.get(w, (-1, {}, 0.0))
-        if attempt != info.attempt or at < since or not report["idle"]:
+        entry = running.reports.get(w)
+        if entry is None:
+            return False
+        attempt, report, at = entry
+        if attempt != info.attempt or at < since or not report.idle:
             return False
         reports[info.address] = report
     return all(
-        a["sent_to"].get(b_address, 0) == b["received_from"].get(a_address, 0)
+        a.sent_to.get(b_address, 0) == b.received_from.get(a_address, 0)
         for a_address, a in reports.items()
         for b_address, b in reports.items()
         if a is not b

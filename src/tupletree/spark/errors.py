@@ -47,3 +47,20 @@ class SparkJobFailed(SparkLaunchError):
     def __init__(self, message: str, *, worker_errors: dict[int, str] | None = None) -> None:
         super().__init__(message)
         self.worker_errors = dict(worker_errors or {})
+
+
+def summarize_spark_error(exc: BaseException) -> str:
+    """The useful line of a Py4J-wrapped Spark job failure (the full text is a page of
+    Java stack): Spark's 'Job aborted ...' reason, else the Python exception's last
+    line, else the first line."""
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "Job aborted" in ln or "cancelled" in ln.lower():
+            return ln[:500]
+    for ln in reversed(lines):
+        if ln.startswith(("org.apache.spark.api.python.PythonException", "Traceback")):
+            continue
+        if ":" in ln and not ln.startswith("at "):
+            return ln[:500]
+    return (lines[0] if lines else repr(exc))[:500]

@@ -189,6 +189,8 @@ class Supervisor:
         """A task of ``worker`` started attempt ``attempt``: (seconds it must wait
         before starting the worker, the restart this start reveals). A start after the
         first means the attempt before it died (Spark re-ran the task)."""
+        if attempt < self.highest.get(worker, -1):
+            return 0.0, None  # a straggler of an attempt that was replaced
         self._heard(worker, attempt)
         restart = None
         if self.live and attempt > 0:

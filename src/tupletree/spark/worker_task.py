@@ -1,5 +1,5 @@
 """The Spark task that runs one worker: ``run_worker_task`` is the partition function of
-one of the worker's jobs, ``task_function`` binds it to a launcher, a worker and the job.
+one of the worker's jobs, ``task_function`` binds it to a launcher, a worker and a job.
 
 It tells the driver the task got a slot before user code runs (and waits out the restart
 backoff the driver answers with), reports what ``worker_main`` raised (readably, unlike
@@ -17,14 +17,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tupletree.distributed import control as protocol
-from tupletree.distributed.control_client import (
-    WorkerMain,
-    _task_attempt_id,
-    error_message,
-    request,
-    send_once,
-)
+from tupletree.distributed.control import Exiting, TaskStarted
+from tupletree.distributed.control_client import WorkerMain, error_message, request, send_once
+
+
+def _task_attempt_id() -> int | None:
+    """Spark's id of the running task attempt (lets the driver kill/restart it)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.taskAttemptId() if ctx is not None else None
+
 
 MAX_START_DELAY_SECS = 300.0
 """The longest backoff a task obeys from the driver before starting its worker."""
@@ -41,7 +44,7 @@ def run_worker_task(
 
     The attempt number is ``attempt_base`` (given by the driver per Spark job of this
     worker) plus Spark's attempt within the job, so it grows by one each time the worker
-    starts again. The driver's answer to ``task_started`` says how long to wait first
+    starts again. The driver's answer to ``TaskStarted`` says how long to wait first
     (its restart backoff). If worker_main raises, the error goes to the driver first
     (readable, unlike Spark's Java-wrapped one) and then fails the task, so Spark
     retries it. Yields one ``(index, attempt, pid)`` row.
@@ -59,16 +62,10 @@ def run_worker_task(
             control_address,
             index,
             attempt,
-            {
-                "type": protocol.TASK_STARTED,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "task_attempt_id": _task_attempt_id(),
-            },
+            TaskStarted(os.getpid(), socket.gethostname(), _task_attempt_id()),
         )
-    delay = float((reply or {}).get("delay") or 0.0)
-    if delay > 0:
-        time.sleep(min(delay, MAX_START_DELAY_SECS))
+    if reply is not None and reply.delay > 0:
+        time.sleep(min(reply.delay, MAX_START_DELAY_SECS))
     try:
         worker_main(index, attempt, control_address)
     except BaseException as exc:
@@ -76,7 +73,7 @@ def run_worker_task(
             send_once(control_address, index, attempt, error_message(exc, fatal=True))
         raise
     with contextlib.suppress(Exception):
-        send_once(control_address, index, attempt, {"type": protocol.EXITING})
+        send_once(control_address, index, attempt, Exiting())
     yield (index, attempt, os.getpid())
 
 

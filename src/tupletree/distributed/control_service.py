@@ -1,0 +1,189 @@
+"""The driver's control socket: a ZeroMQ ROUTER on a thread of its own.
+
+It authenticates every frame before anything is unpickled (``control.decode_envelope``),
+hands each envelope to a handler (the ``Dispatcher``) and sends what the handler
+returns; it pings the registered workers every ``ping_interval`` seconds, so they know
+the driver is alive, and then calls ``on_tick(now)`` (the launcher's hang checks).
+``send`` may be called from any thread.
+
+Routes: a worker's DEALER picks a random, unguessable routing id, and the ROUTER runs
+without ``ROUTER_HANDOVER``, so a second connection that claims an id in use is refused
+by ZeroMQ itself instead of taking the route over; and the dispatcher binds a route to a
+worker only on that worker's signed registration. Refused frames are counted per
+claimed sender (bounded) and reported at most every ``Rejections.report_every`` seconds,
+to the log and through ``on_rejected``. Frames over ``MAX_FRAME_BYTES`` are refused by
+ZeroMQ before they are read (the connection that sent one is dropped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import zmq
+
+from tupletree.distributed import control
+from tupletree.distributed.control import BadFrame, Envelope, Ping, ToWorker
+from tupletree.distributed.registration import Send
+from tupletree.distributed.rejections import Rejections
+
+log = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # a metrics report carries every task's custom metrics
+
+Handler = Callable[[bytes, Envelope, float], list[Send]]
+
+
+class ControlService:
+    """A bound ROUTER and its I/O thread (``start``/``close``)."""
+
+    def __init__(
+        self,
+        name: str,
+        secret: bytes,
+        handler: Handler,
+        routes: Callable[[], list[bytes]],
+        *,
+        ping_interval: float = 1.0,
+        on_rejected: Callable[[str], None] | None = None,
+        on_tick: Callable[[float], None] | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ) -> None:
+        self.name = name
+        self._secret = secret
+        self._handler = handler
+        self._routes = routes
+        self._ping_interval = ping_interval
+        self._on_rejected = on_rejected
+        self._on_tick = on_tick
+        self._max_frame_bytes = max_frame_bytes
+        self.rejections = Rejections("control frames")
+        self._outbox: queue.Queue[tuple[bytes, list[bytes]]] = queue.Queue()
+        self._ctx = zmq.Context.instance()
+        self._wake_tx: zmq.Socket | None = None
+        self._wake_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.endpoint = ""
+
+    def start(self, bind_ip: str) -> int:
+        """Bind on ``bind_ip`` (a random port, returned) and start the I/O thread."""
+        router = self._ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        router.setsockopt(zmq.MAXMSGSIZE, self._max_frame_bytes)
+        port = router.bind_to_random_port(f"tcp://{bind_ip}")
+        wake_address = f"inproc://tupletree-control-service-{id(self)}"
+        wake_rx = self._ctx.socket(zmq.PULL)
+        wake_rx.bind(wake_address)
+        wake_tx = self._ctx.socket(zmq.PUSH)
+        wake_tx.connect(wake_address)
+        self._wake_tx = wake_tx
+        self.endpoint = f"tcp://{bind_ip}:{port}"
+        self._thread = threading.Thread(
+            target=self._loop,
+            args=(router, wake_rx),
+            name=f"tupletree-control-{self.name}",
+            daemon=True,
+        )
+        self._thread.start()
+        return port
+
+    def send(self, route: bytes, msg: ToWorker) -> None:
+        """Queue ``msg`` for the worker behind ``route`` (any thread)."""
+        if self._closed:
+            return
+        self._outbox.put((route, control.encode(self._secret, msg)))
+        self._wake()
+
+    def close(self) -> None:
+        """Send what is queued, stop the thread and close the socket."""
+        self._closed = True
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        with self._wake_lock:
+            if self._wake_tx is not None:
+                self._wake_tx.close(linger=0)
+                self._wake_tx = None
+
+    # -- the I/O thread ---------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if self._wake_tx is not None:
+                with contextlib.suppress(zmq.ZMQError):
+                    self._wake_tx.send(b"", zmq.NOBLOCK)
+
+    def _loop(self, router: zmq.Socket, wake_rx: zmq.Socket) -> None:
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(wake_rx, zmq.POLLIN)
+        next_ping = time.monotonic() + self._ping_interval
+        try:
+            while not self._closed:
+                events = dict(poller.poll(int(self._ping_interval * 1000)))
+                if wake_rx in events:
+                    with contextlib.suppress(zmq.Again):
+                        while True:
+                            wake_rx.recv(zmq.NOBLOCK)
+                self._flush_outbox(router)
+                if router in events:
+                    self._drain(router)
+                now = time.monotonic()
+                if now >= next_ping:
+                    next_ping = now + self._ping_interval
+                    ping = control.encode(self._secret, Ping())
+                    for route in self._routes():
+                        router.send_multipart([route, *ping])
+                    if self._on_tick is not None:
+                        self._on_tick(now)
+        except zmq.ContextTerminated:
+            pass
+        except Exception:
+            log.exception("%s: control loop crashed", self.name)
+        finally:
+            self._flush_outbox(router)
+            router.close(linger=0)
+            wake_rx.close(linger=0)
+
+    def _flush_outbox(self, router: zmq.Socket) -> None:
+        while True:
+            try:
+                route, frames = self._outbox.get_nowait()
+            except queue.Empty:
+                return
+            with contextlib.suppress(zmq.ZMQError):  # a peer gone meanwhile
+                router.send_multipart([route, *frames])
+
+    def _drain(self, router: zmq.Socket) -> None:
+        while True:
+            try:
+                route, *frames = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            now = time.monotonic()
+            try:
+                envelope = control.decode_envelope(self._secret, frames)
+            except BadFrame as exc:
+                self._reject(route, str(exc), now)
+                continue
+            try:
+                sends = self._handler(route, envelope, now)
+            except Exception:
+                log.exception("%s: handling %r failed", self.name, envelope)
+                continue
+            for send in sends:
+                with contextlib.suppress(zmq.ZMQError):
+                    router.send_multipart([send.route, *control.encode(self._secret, send.message)])
+
+    def _reject(self, route: bytes, reason: str, now: float) -> None:
+        report = self.rejections.reject(route.hex(), reason, now)
+        if report is None:
+            return
+        log.warning("%s: %s", self.name, report)
+        if self._on_rejected is not None:
+            self._on_rejected(report)

@@ -1,0 +1,34 @@
+"""Waiting for local worker processes to end, through /proc (the launcher's stop)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def wait_pids_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` s for these local processes to exit; the ones still alive."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in pids if pid_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if pid_alive(p)]
+    return alive
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` is a live (non-zombie) process on this host."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

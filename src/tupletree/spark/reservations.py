@@ -1,0 +1,53 @@
+"""Slots held by the launchers of this process, so two topologies submitted at once
+cannot both count the same free task slots.
+
+A launch counts the slots of every launcher of the same SparkContext that has started
+and not stopped as busy, even when their tasks are not running yet.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from tupletree.spark.errors import NotEnoughSlotsError
+from tupletree.spark.slots import describe_shortage, is_local_master, slot_info
+
+# {id(sc): {job_group: workers}}
+_reservations: dict[int, dict[str, int]] = {}
+_lock = threading.Lock()
+
+
+def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) -> None:
+    """Reserve ``workers`` slots for ``job_group``, or raise NotEnoughSlotsError.
+
+    On a local master the count is final. On a cluster, executors may still be
+    registering right after the session started, so this waits for them up to
+    ``slot_wait`` seconds. With dynamic allocation Spark adds executors only once tasks
+    are pending, so the reservation is granted and the start timeout decides.
+    """
+    conf = sc.getConf()
+    dynamic = (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true"
+    deadline = time.monotonic() + slot_wait
+    while True:
+        with _lock:
+            held = _reservations.setdefault(id(sc), {})
+            info = slot_info(sc, reserved=sum(held.values()))
+            if dynamic or info.free >= workers:
+                held[job_group] = workers
+                return
+        if is_local_master(sc.master) or time.monotonic() >= deadline:
+            raise NotEnoughSlotsError(
+                describe_shortage(name, workers, info),
+                needed=workers,
+                available=info.free,
+                master=info.master,
+            )
+        time.sleep(0.5)
+
+
+def release(sc: Any, job_group: str) -> None:
+    """Give back what ``reserve`` took for ``job_group`` (no-op if nothing)."""
+    with _lock:
+        _reservations.get(id(sc), {}).pop(job_group, None)

@@ -1,0 +1,183 @@
+"""The driver's control service and a real ControlClient over loopback, no Spark: a
+stranger who connects to the control port cannot take a worker's route."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from tupletree.distributed import control
+from tupletree.distributed.control import Activate, Envelope, Register, Welcome
+from tupletree.distributed.control_client import ControlClient, make_control_address
+from tupletree.distributed.control_service import ControlService
+from tupletree.distributed.dispatch import Dispatcher
+from tupletree.distributed.registration import Registry
+
+
+class Driver:
+    """A control service with its dispatcher, as a launcher wires them."""
+
+    def __init__(self, num_workers: int) -> None:
+        self.secret = control.new_secret()
+        self.dispatcher = Dispatcher("t", Registry(num_workers))
+        self.service = ControlService(
+            "t",
+            self.secret,
+            self.dispatcher.dispatch,
+            self.routes,
+            ping_interval=0.05,
+            on_rejected=self.dispatcher.report,
+        )
+        port = self.service.start("127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self.address = make_control_address(self.endpoint, self.secret)
+
+    def routes(self) -> list[bytes]:
+        with self.dispatcher.lock:
+            return list(self.dispatcher.registry.routes.values())
+
+    def route(self, worker: int) -> bytes:
+        with self.dispatcher.lock:
+            return self.dispatcher.registry.routes[worker]
+
+
+@pytest.fixture
+def driver() -> Iterator[Driver]:
+    d = Driver(1)
+    yield d
+    d.service.close()
+
+
+def wait_until(predicate: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def registered_client(driver: Driver) -> ControlClient:
+    client = ControlClient(driver.address, 0, 0, heartbeat_interval=0.05, driver_timeout=None)
+    welcome = client.register("tcp://127.0.0.1:1", timeout=10)
+    assert isinstance(welcome, Welcome) and welcome.peers == {0: "tcp://127.0.0.1:1"}
+    assert isinstance(client.recv(1), Welcome)
+    return client
+
+
+def test_a_stranger_with_the_workers_routing_id_cannot_take_its_route(driver: Driver):
+    """As the attacker: a DEALER connects with the routing id it saw worker 0 use,
+    sends nothing and holds on. The driver's messages still reach the real worker and
+    never the stranger, the worker keeps being heard, and the route is unchanged. Then
+    the stranger sends a registration signed with a wrong key and a bare frame: both
+    are refused, counted and reported once."""
+    client = registered_client(driver)
+    try:
+        route = driver.route(0)
+        intruder = zmq.Context.instance().socket(zmq.DEALER)
+        intruder.setsockopt(zmq.LINGER, 0)
+        intruder.setsockopt(zmq.ROUTING_ID, route)
+        intruder.connect(driver.endpoint)
+        time.sleep(0.5)  # holds on, silent, as the attack did (2 s there)
+
+        heard = driver.dispatcher.last_heard[0]
+        driver.service.send(route, Activate())
+        msg = client.recv(5)
+        assert isinstance(msg, Activate), "the driver's command reached someone else"
+        assert intruder.poll(300) == 0, "the stranger received the worker's traffic"
+        wait_until(lambda: driver.dispatcher.last_heard[0] > heard, "the worker's heartbeats")
+        assert driver.route(0) == route
+
+        forged = control.encode(
+            control.new_secret(), Envelope(0, 0, Register(1, "h", "tcp://evil:1"))
+        )
+        other = zmq.Context.instance().socket(zmq.DEALER)
+        other.setsockopt(zmq.LINGER, 0)
+        other.connect(driver.endpoint)
+        other.send_multipart(forged)
+        other.send(b"not even two frames")
+        wait_until(lambda: driver.service.rejections.total == 2, "both frames refused")
+        assert driver.route(0) == route
+        assert driver.dispatcher.registry.workers[0].address == "tcp://127.0.0.1:1"
+        reports = [e for e in driver.dispatcher.errors if "control frames" in e]
+        assert len(reports) == 1 and "dropped 1 control frames" in reports[0]
+        driver.service.send(route, Activate())
+        assert isinstance(client.recv(5), Activate)
+        intruder.close()
+        other.close()
+    finally:
+        client.close()
+
+
+def test_a_replayed_registration_from_another_socket_is_refused(driver: Driver):
+    """A signed registration sent again from another socket (what a stranger who
+    captured one could do) does not move the route; it is refused and reported."""
+    client = registered_client(driver)
+    try:
+        route = driver.route(0)
+        replay = zmq.Context.instance().socket(zmq.DEALER)
+        replay.setsockopt(zmq.LINGER, 0)
+        replay.connect(driver.endpoint)
+        replay.send_multipart(
+            control.encode(driver.secret, Envelope(0, 0, Register(1, "h", "tcp://evil:1")))
+        )
+        wait_until(lambda: driver.dispatcher.registry.refused == 1, "the refusal")
+        assert driver.route(0) == route
+        assert any("never changes hands" in e for e in driver.dispatcher.errors)
+        assert replay.poll(300) == 0
+        replay.close()
+    finally:
+        client.close()
+
+
+def test_the_driver_warns_at_most_once_per_interval_about_bad_frames(driver: Driver, caplog):
+    """A flood of bad control frames yields one WARNING per report interval, not one per
+    frame; the table of senders stays bounded."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(driver.endpoint)
+    with caplog.at_level("WARNING"):
+        for _ in range(300):
+            sock.send_multipart([b"x" * 32, b"junk"])
+        wait_until(lambda: driver.service.rejections.total == 300, "every frame counted")
+    warnings = [r for r in caplog.records if "control frames" in r.getMessage()]
+    assert len(warnings) == 1
+    assert len(driver.service.rejections.by_sender) == 1
+    sock.close()
+
+
+def test_many_strangers_keep_the_sender_table_bounded(driver: Driver):
+    socks = []
+    for i in range(80):
+        s = zmq.Context.instance().socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.ROUTING_ID, f"stranger-{i}".encode())
+        s.connect(driver.endpoint)
+        s.send(b"junk")
+        socks.append(s)
+    wait_until(lambda: driver.service.rejections.total == 80, "every frame counted")
+    assert len(driver.service.rejections.by_sender) == driver.service.rejections.max_senders + 1
+    for s in socks:
+        s.close()
+
+
+def test_send_from_many_threads_reaches_the_worker(driver: Driver):
+    client = registered_client(driver)
+    try:
+        route = driver.route(0)
+        threads = [
+            threading.Thread(target=lambda: driver.service.send(route, Activate()))
+            for _ in range(20)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        got = [client.recv(5) for _ in range(20)]
+        assert all(isinstance(m, Activate) for m in got)
+    finally:
+        client.close()

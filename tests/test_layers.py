@@ -1,0 +1,58 @@
+"""The layering ARCHITECTURE.md states, checked on the sources: a module imports only
+from its own layer and those below it (imports inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tupletree"
+
+# package -> the tupletree packages it must never import
+FORBIDDEN = {
+    "reliability": {"runtime", "distributed", "spark", "local", "drpc", "connectors"},
+    "topology": {"runtime", "distributed", "spark", "local", "drpc", "connectors"},
+    "runtime": {"distributed", "spark", "local", "drpc", "connectors"},
+    "distributed": {"spark", "local", "drpc", "connectors", "testing", "cli"},
+}
+
+
+def imported(path: Path) -> set[str]:
+    """The tupletree packages a module imports (``tupletree.x...`` -> ``x``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] == "tupletree" and len(parts) > 1:
+                names.add(parts[1])
+    return names
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_layer_imports_nothing_above_it(package: str) -> None:
+    bad = {
+        str(path.relative_to(SRC)): sorted(imported(path) & FORBIDDEN[package])
+        for path in sorted((SRC / package).glob("*.py"))
+        if imported(path) & FORBIDDEN[package]
+    }
+    assert bad == {}
+
+
+def test_distributed_uses_no_spark_api() -> None:
+    """distributed/ may use pyspark's cloudpickle as a serializer, nothing else of it."""
+    uses = {}
+    for path in sorted((SRC / "distributed").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pyspark"):
+                names = {alias.name for alias in node.names}
+                if node.module != "pyspark" or names != {"cloudpickle"}:
+                    uses[path.name] = node.module
+    assert uses == {}
