@@ -144,7 +144,6 @@ class WorkerLauncher:
         )
         self._job: SparkJobs | None = None
         self._bases: dict[int, int] = {}  # worker -> the first attempt of its current job
-        self._jobs_left = num_workers
         self._gave_up = False  # the dispatcher was told the jobs ended for good
         self._started = False
         self._closed = False
@@ -214,6 +213,11 @@ class WorkerLauncher:
                 job.cancel()
                 if not job.join(max(10.0, timeout)):
                     log.warning("%s: Spark job still running after cancel", self.name)
+            with self._changed:
+                final = not self._gave_up
+                self._gave_up = True
+            if final:  # a job waiting out a backoff ends without a last on_end
+                self.dispatcher.job_ended(None, None)
         leftovers = self._wait_local_pids_gone(5.0)
         if leftovers:
             log.warning("%s: worker processes still alive after stop: %s", self.name, leftovers)
@@ -381,12 +385,11 @@ class WorkerLauncher:
         delay: float | None = None
         with self._changed:
             self._sync_live()
-            if self._registry.stopping or not self._registry.all_registered or spark_gone:
-                self._jobs_left -= 1
-                # The dispatcher hears of the end once: when the launcher gives up, or
-                # when the last job ended after a stop.
-                final = not self._gave_up and (not self._registry.stopping or self._jobs_left == 0)
-                self._gave_up = self._gave_up or final
+            if self._registry.stopping:
+                pass  # stop() tells the dispatcher once every job has ended
+            elif not self._registry.all_registered or spark_gone:
+                final = not self._gave_up  # the dispatcher hears of the end once
+                self._gave_up = True
             else:
                 now = time.monotonic()
                 restart = self._supervisor.job_ended(index, self._bases[index], now, summary)
