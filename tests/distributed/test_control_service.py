@@ -3,6 +3,7 @@ stranger who connects to the control port cannot take a worker's route."""
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -11,12 +12,17 @@ from typing import Any
 import pytest
 import zmq
 
+from tupletree import BasicBolt, Spout, TopologyBuilder
+from tupletree.config import validate
 from tupletree.distributed import control
 from tupletree.distributed.control import Activate, Envelope, Register, Welcome
-from tupletree.distributed.control_client import ControlClient, make_control_address
+from tupletree.distributed.control_client import ControlClient, DriverLost, make_control_address
 from tupletree.distributed.control_service import ControlService
 from tupletree.distributed.dispatch import Dispatcher
 from tupletree.distributed.registration import Registry
+from tupletree.distributed.scheduler import assign
+from tupletree.distributed.worker_main import TopologyWorkerMain
+from tupletree.runtime.worker import make_layout
 
 
 class Driver:
@@ -125,9 +131,14 @@ def test_a_replayed_registration_from_another_socket_is_refused(driver: Driver):
         replay.send_multipart(
             control.encode(driver.secret, Envelope(0, 0, Register(1, "h", "tcp://evil:1")))
         )
-        wait_until(lambda: driver.dispatcher.registry.refused == 1, "the refusal")
+        for _ in range(50):  # a flood of replays: one report
+            replay.send_multipart(
+                control.encode(driver.secret, Envelope(0, 0, Register(1, "h", "tcp://evil:1")))
+            )
+        wait_until(lambda: driver.dispatcher.registry.refused == 51, "the refusals")
         assert driver.route(0) == route
-        assert any("never changes hands" in e for e in driver.dispatcher.errors)
+        reports = [e for e in driver.dispatcher.errors if "never changes hands" in e]
+        assert len(reports) == 1 and "dropped 1 registrations" in reports[0]
         assert replay.poll(300) == 0
         replay.close()
     finally:
@@ -181,3 +192,56 @@ def test_send_from_many_threads_reaches_the_worker(driver: Driver):
         assert all(isinstance(m, Activate) for m in got)
     finally:
         client.close()
+
+
+class WordSpout(Spout):
+    outputs = ["word"]
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def next_tuple(self) -> None:
+        self.collector.emit(["w"], msg_id=1)
+
+
+class Sink(BasicBolt):
+    outputs: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        pass
+
+
+def test_a_topology_worker_that_loses_its_driver_ends_with_an_error(driver: Driver):
+    """A topology worker whose driver goes silent drains and then raises DriverLost
+    (which the Spark task reports and fails on, so Spark runs it again) instead of
+    returning as if it had been told to stop."""
+    builder = TopologyBuilder()
+    builder.set_spout("words", WordSpout())
+    builder.set_bolt("sink", Sink()).shuffle_grouping("words")
+    topology = builder.create_topology()
+    conf = validate({"topology.workers": 1})
+    placement = assign(make_layout(topology, conf), 1)
+    main = TopologyWorkerMain(
+        "lost", pickle.dumps(topology), conf, placement, True, 10.0, driver_timeout=0.5
+    )
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            main(0, 0, driver.address)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_until(
+        lambda: any(m.type == "Ready" for m in list(driver.dispatcher.inbox or [])),
+        "the worker to be ready",
+        timeout=30,
+    )
+    driver.service.close()  # the driver goes silent
+    thread.join(30)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], DriverLost), outcome
+    assert "heard nothing from the driver" in str(outcome[0])

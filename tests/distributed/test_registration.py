@@ -3,6 +3,9 @@ plain values in, the messages to send out; no sockets, no Spark."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tupletree.distributed.control import (
     Ack,
     Envelope,
@@ -80,6 +83,10 @@ def test_a_route_never_changes_hands_within_an_attempt():
     assert r.routes[0] == b"real" and r.workers[0].address == "tcp://w0" and r.refused == 1
     unknown = r.register(b"x", 5, 0, reg("tcp://x"), 2.0)
     assert "unknown worker index 5" in unknown.refused and r.refused == 2
+    two = Registry(2)
+    two.register(b"real", 0, 0, reg("tcp://w0"), 1.0)
+    borrowed = two.register(b"real", 1, 0, reg("tcp://w1"), 1.0)
+    assert "came on worker 0's route" in borrowed.refused and 1 not in two.routes
 
 
 def test_messages_are_taken_from_the_bound_route_of_the_current_attempt_only():
@@ -193,3 +200,37 @@ def test_rejections_keep_a_bounded_table_and_report_at_most_once_per_interval():
     assert later is not None and "dropped 102 data frames" in later and "103 in all" in later
     assert rej.by_sender == {"a": 1, "b": 1, OTHER_SENDERS: 101}
     assert rej.total == 103
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-1, 3),  # worker index (3 and -1 are out of range for 3 workers)
+            st.integers(0, 3),  # attempt
+            st.sampled_from([b"r0", b"r1", b"r2", b"r3", b"evil"]),  # route
+        ),
+        max_size=30,
+    )
+)
+def test_any_sequence_of_registrations_keeps_routes_owned(events):
+    """Whatever registrations arrive, in any order and from any route: a worker's
+    attempt never goes back, its route changes only with a newer attempt, no route
+    serves two workers, and every Peers update carries the table of that moment and
+    goes to the other workers."""
+    r = Registry(3)
+    for index, attempt, route in events:
+        before = dict(r.workers), dict(r.routes)
+        outcome = r.register(route, index, attempt, reg(f"tcp://{index}.{attempt}"), 1.0)
+        for i, info in r.workers.items():
+            old = before[0].get(i)
+            if old is not None:
+                assert info.attempt >= old.attempt
+                if r.routes[i] != before[1][i]:
+                    assert info.attempt > old.attempt
+        assert len(set(r.routes.values())) == len(r.routes)
+        if outcome.refused is not None or outcome.event is None:
+            assert (dict(r.workers), dict(r.routes)) == before
+        for send in outcome.sends:
+            if isinstance(send.message, Peers):
+                assert send.message.peers == r.peers()
+                assert send.route in r.routes.values() and send.route != r.routes[index]

@@ -38,6 +38,7 @@ from tupletree.distributed.control import (
     WorkerRestarting,
 )
 from tupletree.distributed.registration import Registry, Send
+from tupletree.distributed.rejections import Rejections
 
 log = logging.getLogger("tupletree")
 
@@ -97,6 +98,7 @@ class Dispatcher:
         self.fatal: dict[int, str] = {}  # worker -> its last fatal error (one per index)
         self.last_heard: dict[int, float] = {}  # worker -> when its current attempt spoke
         self.dropped = 0  # authenticated messages from a replaced attempt or a wrong route
+        self.refused = Rejections("registrations")
         self.job_done = False
         self.job_error: BaseException | None = None
         self.inbox: deque[WorkerMessage] | None = (
@@ -115,8 +117,11 @@ class Dispatcher:
                 outcome = self.registry.register(route, index, attempt, msg, now)
                 sends += outcome.sends
                 if outcome.refused is not None:
-                    self._error(f"refused a registration: {outcome.refused}")
-                    log.warning("%s: refused a registration: %s", self.name, outcome.refused)
+                    # Signed, so a replay at worst: still, one report per interval.
+                    report = self.refused.reject(route.hex(), outcome.refused, now)
+                    if report is not None:
+                        self._error(report)
+                        log.warning("%s: %s", self.name, report)
                 elif outcome.event is not None:
                     self.last_heard[index] = now
                     calls.append(self._deliver_registered(index, attempt, outcome.event))

@@ -13,7 +13,8 @@ The rules:
   replacement) is told to stop, and changes nothing.
 - A route is bound to a worker only by that worker's signed registration, and an
   attempt's route never changes hands: a second registration of the current attempt
-  from another route (a replayed frame, another socket) is refused and counted.
+  from another route (a replayed frame, another socket), or one on a route that serves
+  another worker, is refused and counted.
 - A newer attempt replaces the old one: it is welcomed with the peers known so far,
   the old route is told to stop, and every other worker gets the new peer table with
   ``changed=[index]``. When the last first registration arrives, every other worker
@@ -104,6 +105,12 @@ class Registry:
         if previous is not None and previous.attempt > attempt:
             # An older attempt that outlived its replacement: retire it.
             return Registration([Send(route, Stop(f"attempt {attempt} was replaced"))])
+        owner = next((i for i, r in self.routes.items() if r == route and i != index), None)
+        if owner is not None:
+            self.refused += 1
+            return Registration(
+                [], refused=f"worker {index}'s registration came on worker {owner}'s route"
+            )
         old_route = self.routes.get(index)
         if previous is not None and previous.attempt == attempt and old_route != route:
             self.refused += 1

@@ -30,6 +30,9 @@ REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
 GC_YOUNG_THRESHOLD = 10_000
+# The driver pings every second; a worker that hears nothing for this long ends with
+# DriverLost (reported, and its task fails so that Spark runs it again).
+DRIVER_TIMEOUT_SECS = 30.0
 
 
 class TopologyWorkerMain:
@@ -43,6 +46,7 @@ class TopologyWorkerMain:
         placement: dict[int, int],
         active: bool,
         start_timeout: float,
+        driver_timeout: float = DRIVER_TIMEOUT_SECS,
     ) -> None:
         self.name = name
         self.topology_blob = topology_blob
@@ -50,6 +54,7 @@ class TopologyWorkerMain:
         self.placement = placement
         self.active = active
         self.start_timeout = start_timeout  # how long the driver waits for every worker
+        self.driver_timeout = driver_timeout  # silence after which the driver is lost
 
     def __call__(self, index: int, attempt: int, control_address: str) -> None:
         from pyspark import cloudpickle
@@ -65,7 +70,9 @@ class TopologyWorkerMain:
         topology = cloudpickle.loads(self.topology_blob)
         placement = self.placement
         context = zmq.Context.instance()
-        with ControlClient(control_address, index, attempt) as control:
+        with ControlClient(
+            control_address, index, attempt, driver_timeout=self.driver_timeout
+        ) as control:
             worker_ref: list[Worker] = []
 
             def unserializable(item: Any, exc: BaseException) -> None:
