@@ -14,6 +14,7 @@ import workerfns
 from tupletree.distributed.control import Activate, Deactivate, Stop
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
 from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive, wait_pids_gone
+from tupletree.spark.slots import slot_info
 
 
 def reply(m: WorkerMessage) -> tuple[str, object] | None:
@@ -200,6 +201,10 @@ def test_worker_whose_task_ends_cleanly_is_started_again_and_reported(spark):
     """A worker whose code returns while the launcher runs (its Spark task, and so its
     job, ends "cleanly") is given a new job: it registers again and the restart is an
     event with the reason. Spark alone does not re-run a task that finished."""
+    # The tasks an earlier test cancelled may hold their slots for a few seconds more.
+    deadline = time.monotonic() + 30
+    while slot_info(spark.sparkContext).free < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
     launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="clean", start_timeout=25)
     workers = launcher.start()
     try:
