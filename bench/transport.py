@@ -44,9 +44,11 @@ def main(frames: int = 500, per_frame: int = 200) -> None:
         expected = per_frame + per_frame // 10
         got = 0
         while got < expected:
+            if a.blocked():  # the connection was not up yet: send what waits
+                a.flush()
             moved = b.receive(inboxes, 10)
             if not moved:  # wait for ZeroMQ's I/O thread instead of spinning, so that
-                b.socket.poll(1000)  # instruction counts hold the path, not the wait
+                b.socket.poll(100)  # instruction counts hold the path, not the wait
             got += moved
         inboxes[5].clear()
         inboxes[9].clear()
