@@ -27,3 +27,10 @@ def test_run_rejects_a_file_without_topology(tmp_path):
     bad.write_text("x = 1\n")
     with pytest.raises(SystemExit, match="must define topology"):
         cli.main(["run", "--local", str(bad)])
+
+
+def test_summary_line_on_worker_restarts():
+    """`tupletree run` on SparkCluster ends its summary with the restarts per worker."""
+    assert cli.restarts_line({0: 0, 1: 0}) == "worker restarts: 0"
+    line = cli.restarts_line({0: 2, 1: 0, 2: 5})
+    assert line.startswith("worker restarts: 7 (worker 0: 2, worker 2: 5)")

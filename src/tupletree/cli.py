@@ -128,6 +128,15 @@ def summary(metrics: dict[str, dict[str, Any]], spouts: list[str], rate: float |
     return "\n".join(lines)
 
 
+def restarts_line(restarts: dict[int, int]) -> str:
+    """The summary's line on worker restarts, e.g. ``worker restarts: 3 (worker 1: 3)``."""
+    total = sum(restarts.values())
+    if not total:
+        return "worker restarts: 0"
+    each = ", ".join(f"worker {w}: {n}" for w, n in sorted(restarts.items()) if n)
+    return f"worker restarts: {total} ({each}); why: errors reported below"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from tupletree.config import Config
     from tupletree.spark.errors import SparkJobFailed
@@ -167,6 +176,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             cluster.kill_topology(name)
             return 1
         print(summary(metrics, spouts, rate))
+        restarts = getattr(cluster, "worker_restarts", None)
+        if restarts is not None:
+            print(restarts_line(restarts(name)))
         report = getattr(module, "report", None)
         if callable(report):
             print(report(metrics))

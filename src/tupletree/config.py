@@ -43,6 +43,9 @@ class Config:
     # which the DRPC builder sets on the bolts it wraps to drive their expiry, leaving
     # topology.tick.tuple.freq.secs (at either level) to the user's bolt.
     TOPOLOGY_SYSTEM_TICK_FREQ_SECS = "tupletree.system.tick.freq.secs"
+    # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
+    # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
+    SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
 
 
 def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
@@ -113,6 +116,7 @@ SETTINGS: dict[str, Setting] = {
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: Setting(0.2, _fraction),
     Config.DRPC_REQUEST_TIMEOUT_SECS: Setting(600, _number(positive=True)),
     Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
+    Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

@@ -11,9 +11,10 @@ import time
 import pytest
 import workerfns
 
-from tupletree.distributed.control import Activate, Deactivate
+from tupletree.distributed.control import Activate, Deactivate, Stop
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
 from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive, wait_pids_gone
+from tupletree.spark.slots import slot_info
 
 
 def reply(m: WorkerMessage) -> tuple[str, object] | None:
@@ -194,3 +195,30 @@ def test_start_timeout_names_missing_workers_and_cleans_up(spark):
     while spark.sparkContext.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+
+
+def test_worker_whose_task_ends_cleanly_is_started_again_and_reported(spark):
+    """A worker whose code returns while the launcher runs (its Spark task, and so its
+    job, ends "cleanly") is given a new job: it registers again and the restart is an
+    event with the reason. Spark alone does not re-run a task that finished."""
+    # The tasks an earlier test cancelled may hold their slots for a few seconds more.
+    deadline = time.monotonic() + 30
+    while slot_info(spark.sparkContext).free < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="clean", start_timeout=25)
+    workers = launcher.start()
+    try:
+        assert launcher.send(0, Stop("not from the launcher's stop"))
+        again = launcher.wait_for_registration(0, min_attempt=1, timeout=30)
+        assert again.pid != workers[0].pid
+        got = collect(launcher, lambda ms: any(m.type == "WorkerRestarting" for m in ms))
+        event = next(m for m in got if m.type == "WorkerRestarting")
+        assert event.worker == 0 and event.attempt == 0
+        assert event.msg.restarts == 1 and event.msg.delay == 0.0
+        assert "returned while the topology is running" in event.msg.reason
+        assert any(e.startswith("worker 0 restarted (restart 1)") for e in launcher.errors())
+        assert launcher.restarts == {0: 1}
+        assert launcher.running
+    finally:
+        assert launcher.stop(timeout=10) == []
+    assert not launcher.running

@@ -21,9 +21,10 @@ from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuil
 from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
 from tupletree.distributed.scheduler import assign
+from tupletree.errors import InvalidConfigError
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
-from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed
+from tupletree.spark.errors import NotEnoughSlotsError
 from tupletree.spark.launcher import pid_alive
 
 pytestmark = pytest.mark.spark
@@ -432,7 +433,7 @@ def test_user_value_classes_cross_workers_and_an_unreadable_frame_is_survived(
 
 class DiesAfterAWhile(Spout):
     """Kills its own worker process half a second after it starts emitting, in every
-    attempt, until Spark runs out of task retries."""
+    attempt: a crash loop."""
 
     outputs = ["n"]
 
@@ -448,30 +449,139 @@ class DiesAfterAWhile(Spout):
         self.collector.emit([1])
 
 
-def test_metrics_raise_once_the_spark_job_has_ended(cluster: SparkCluster) -> None:
-    """When a worker dies more often than Spark retries a task, the job ends: metrics
-    and wait_idle then raise SparkJobFailed naming the topology, errors() says why, and
-    kill_topology still cleans up."""
+def test_a_crash_loop_is_restarted_past_sparks_retries_and_reported(
+    cluster: SparkCluster,
+) -> None:
+    """A worker that dies soon after every start is started again past Spark's task
+    retries (local[2,4]: the 4th death used to end the job and the topology), with
+    growing backoff; each restart is in errors(), the crash loop with its last error,
+    and the other worker and the metrics carry on."""
     b = TopologyBuilder()
     b.set_spout("doomed", DiesAfterAWhile())
     b.set_bolt("sink", AckAll(), parallelism=2).shuffle_grouping("doomed")
-    cluster.submit_topology("ends", CONF, b.create_topology())
+    cluster.submit_topology("loops", CONF, b.create_topology())
+    wait_for(lambda: max(cluster.worker_restarts("loops").values()) >= 5, 120, "5 restarts")
+    restarts = cluster.worker_restarts("loops")
+    victim = max(restarts, key=restarts.__getitem__)
+    assert restarts[1 - victim] == 0
+    lines = [e for e in cluster.errors("loops") if e.startswith(f"worker {victim} restarted")]
+    assert len(lines) >= 5
+    assert "next attempt in 0.0 s" in lines[0] and "crash loop" not in lines[0]
+    assert "next attempt in 1.0 s" in lines[2] and "crash loop: 3 attempts" in lines[2]
+    assert "the last with: " in lines[4]
+    assert cluster.metrics("loops")["sink"]["executed"] > 0  # no SparkJobFailed
+    launcher = cluster._running["loops"].launcher
+    assert launcher.running
+    cluster.kill_topology("loops")  # perhaps while the worker waits out a backoff
+    assert "loops" not in cluster.topologies()
+    assert not launcher.running
 
-    def ended() -> bool:
-        try:
-            cluster.metrics("ends")
-        except SparkJobFailed:
-            return True
-        return False
 
-    wait_for(ended, 90, "the Spark job to end")
-    with pytest.raises(SparkJobFailed, match="'ends'"):
-        cluster.metrics("ends")
-    with pytest.raises(SparkJobFailed, match="'ends'"):
-        assert cluster.wait_idle(5)
-    assert any("Spark job running the workers ended" in e for e in cluster.errors("ends"))
-    cluster.kill_topology("ends")
-    assert "ends" not in cluster.topologies()
+class DiesOnMarkers(BasicBolt):
+    """Kills its own process the first time it sees each marker message (a file per
+    marker remembers it died for it), so the worker running it dies once per marker."""
+
+    outputs: list[str] = []
+
+    def __init__(self, flags: str) -> None:
+        self.flags = flags
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[1].startswith("marker"):
+            try:
+                fd = os.open(os.path.join(self.flags, tup[1]), os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return
+            os.close(fd)
+            os._exit(7)
+
+
+class HangsOnMarker(BasicBolt):
+    """Blocks forever (as a bolt stuck on a dead socket would) the first time it sees
+    a marker message; the worker's loop, not its process, stops."""
+
+    outputs: list[str] = []
+
+    def __init__(self, flags: str) -> None:
+        self.flags = flags
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[1] == "marker":
+            try:
+                fd = os.open(os.path.join(self.flags, "hung"), os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return
+            os.close(fd)
+            threading.Event().wait()
+
+
+def queue_topology(path: str, bolt: BasicBolt) -> Any:
+    """A durable queue read by two spout tasks, through one task of ``bolt`` (so it
+    lives on one worker) and a pass-through on both."""
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(path, batch=20), parallelism=2)
+    b.set_bolt("pass", PassOn(), parallelism=2).shuffle_grouping("queue")
+    b.set_bolt("victim", bolt, parallelism=1).shuffle_grouping("pass")
+    return b.create_topology()
+
+
+def test_a_worker_that_dies_five_times_is_restarted_and_finishes_every_message(
+    cluster: SparkCluster, tmp_path: Any
+) -> None:
+    """Issue 13, item 4: the worker running a bolt that kills its process on each of
+    five markers dies five times (more than Spark's local[2,4] allows one task); it is
+    started again each time, every message of the durable queue is done, and each
+    restart is reported."""
+    path = str(tmp_path / "queue.db")
+    n = 300
+    queue = SQLiteQueue(path)
+    queue.put(f"marker {i}" if i % 60 == 30 else f"message {i}" for i in range(n))
+    conf = {**CONF, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3, Config.TOPOLOGY_MAX_SPOUT_PENDING: 20}
+    cluster.submit_topology("dies", conf, queue_topology(path, DiesOnMarkers(str(tmp_path))))
+    wait_for(lambda: queue.counts()["done"] == n, 150, "every message done")
+    assert len([f for f in os.listdir(tmp_path) if f.startswith("marker")]) == 5
+    restarts = cluster.worker_restarts("dies")
+    assert sorted(restarts.values()) == [0, 5], restarts
+    victim = max(restarts, key=restarts.__getitem__)
+    lines = [e for e in cluster.errors("dies") if e.startswith(f"worker {victim} restarted")]
+    assert len(lines) == 5 and "(restart 5)" in lines[-1]
+    assert cluster.workers("dies")[victim].attempt == 5
+    cluster.kill_topology("dies")
+    queue.close()
+
+
+def test_a_hung_worker_is_killed_restarted_and_reported(
+    cluster: SparkCluster, tmp_path: Any
+) -> None:
+    """A worker whose loop blocks (a bolt stuck forever) still heartbeats from its
+    control thread; after supervisor.worker.timeout.secs without a report from its loop
+    it is killed and started again, and every message is done."""
+    path = str(tmp_path / "queue.db")
+    n = 200
+    queue = SQLiteQueue(path)
+    queue.put("marker" if i == 50 else f"message {i}" for i in range(n))
+    conf = {
+        **CONF,
+        Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 20,
+        Config.SUPERVISOR_WORKER_TIMEOUT_SECS: 2,
+    }
+    cluster.submit_topology("hangs", conf, queue_topology(path, HangsOnMarker(str(tmp_path))))
+    wait_for(lambda: queue.counts()["done"] == n, 120, "every message done")
+    restarts = cluster.worker_restarts("hangs")
+    assert sorted(restarts.values()) == [0, 1], restarts
+    victim = max(restarts, key=restarts.__getitem__)
+    (line,) = [e for e in cluster.errors("hangs") if e.startswith(f"worker {victim} restarted")]
+    assert "it hung: no report from its loop" in line
+    assert "supervisor.worker.timeout.secs 2" in line
+    cluster.kill_topology("hangs")
+    queue.close()
+
+
+def test_worker_timeout_is_checked_at_submit(cluster: SparkCluster) -> None:
+    with pytest.raises(InvalidConfigError, match=r"supervisor\.worker\.timeout\.secs"):
+        cluster.submit_topology("bad", {Config.SUPERVISOR_WORKER_TIMEOUT_SECS: 0}, word_count(10))
+    assert "bad" not in cluster.topologies()
 
 
 def test_deactivate_and_activate(cluster: SparkCluster) -> None:

@@ -151,7 +151,10 @@ class Ping:
 
 @dataclass(frozen=True)
 class Ack:
-    """The answer to an envelope with ``want_ack``."""
+    """The answer to an envelope with ``want_ack``. To a ``TaskStarted``, ``delay`` is
+    how long the task must wait before it starts its worker (the restart backoff)."""
+
+    delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,21 @@ class WorkerRegistered:
     pid: int
     host: str
     address: str
+
+
+@dataclass(frozen=True)
+class WorkerRestarting:
+    """A worker's attempt ended while its topology lives; it is started again after
+    ``delay`` s. ``reason`` is why it ended (its last error), ``lived`` how long it ran,
+    ``restarts`` the worker's restarts so far, ``crash_loop`` set once ``quick_deaths``
+    attempts in a row died young."""
+
+    reason: str
+    lived: float
+    delay: float
+    restarts: int
+    quick_deaths: int
+    crash_loop: bool
 
 
 @dataclass(frozen=True)

@@ -361,6 +361,14 @@ def send_once(
     worker_main: the process may exit right after, and zmq sends in the background, so
     without the acknowledgement a last message could be lost. Returns whether it was.
     """
+    return request(control_address, worker_index, attempt, msg, timeout) is not None
+
+
+def request(
+    control_address: str, worker_index: int, attempt: int, msg: FromWorker, timeout: float = 2.0
+) -> Ack | None:
+    """``send_once``, returning the driver's ``Ack`` (which may carry an answer, e.g. how
+    long to wait before starting), or None if none came within ``timeout``."""
     endpoint, secret = parse_control_address(control_address)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     try:
@@ -372,7 +380,8 @@ def send_once(
         )
         if sock.poll(int(timeout * 1000), zmq.POLLIN):
             with contextlib.suppress(BadFrame):
-                return isinstance(control.decode_command(secret, sock.recv_multipart()), Ack)
-        return False
+                reply = control.decode_command(secret, sock.recv_multipart())
+                return reply if isinstance(reply, Ack) else None
+        return None
     finally:
         sock.close()

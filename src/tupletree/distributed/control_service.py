@@ -3,7 +3,8 @@
 It authenticates every frame before anything is unpickled (``control.decode_envelope``),
 hands each envelope to a handler (the ``Dispatcher``) and sends what the handler
 returns; it pings the registered workers every ``ping_interval`` seconds, so they know
-the driver is alive. ``send`` may be called from any thread.
+the driver is alive, and then calls ``on_tick(now)`` (the launcher's hang checks).
+``send`` may be called from any thread.
 
 Routes: a worker's DEALER picks a random, unguessable routing id, and the ROUTER runs
 without ``ROUTER_HANDOVER``, so a second connection that claims an id in use is refused
@@ -49,6 +50,7 @@ class ControlService:
         *,
         ping_interval: float = 1.0,
         on_rejected: Callable[[str], None] | None = None,
+        on_tick: Callable[[float], None] | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
         self.name = name
@@ -57,6 +59,7 @@ class ControlService:
         self._routes = routes
         self._ping_interval = ping_interval
         self._on_rejected = on_rejected
+        self._on_tick = on_tick
         self._max_frame_bytes = max_frame_bytes
         self.rejections = Rejections("control frames")
         self._outbox: queue.Queue[tuple[bytes, list[bytes]]] = queue.Queue()
@@ -136,6 +139,8 @@ class ControlService:
                     ping = control.encode(self._secret, Ping())
                     for route in self._routes():
                         router.send_multipart([route, *ping])
+                    if self._on_tick is not None:
+                        self._on_tick(now)
         except zmq.ContextTerminated:
             pass
         except Exception:

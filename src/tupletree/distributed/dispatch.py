@@ -35,6 +35,7 @@ from tupletree.distributed.control import (
     Register,
     TaskStarted,
     WorkerRegistered,
+    WorkerRestarting,
 )
 from tupletree.distributed.registration import Registry, Send
 from tupletree.distributed.rejections import Rejections
@@ -51,7 +52,8 @@ ONE_SHOT = (TaskStarted, ErrorReport, Exiting)
 @dataclass(frozen=True)
 class WorkerMessage:
     """A message from worker ``worker`` (attempt ``attempt``), or an event of the
-    launcher itself (``WorkerRegistered``, ``JobEnded``: worker None for the latter)."""
+    launcher itself (``WorkerRegistered``, ``WorkerRestarting``, ``JobEnded``: worker
+    None for the latter)."""
 
     worker: int | None
     attempt: int | None
@@ -72,6 +74,8 @@ class Listener(Protocol):
     def metrics(self, worker: int, attempt: int, report: Metrics) -> None: ...
 
     def job_ended(self, event: JobEnded) -> None: ...
+
+    def worker_restarting(self, worker: int, attempt: int, event: WorkerRestarting) -> None: ...
 
 
 class Dispatcher:
@@ -188,6 +192,16 @@ class Dispatcher:
             self.changed.notify_all()
         if self.listener is not None:
             self.listener.job_ended(event)
+
+    def restarting(self, index: int, attempt: int, event: WorkerRestarting, text: str) -> None:
+        """Attempt ``attempt`` of worker ``index`` ended and the worker is started again:
+        ``text`` goes with the errors, ``event`` to the listener (or the inbox)."""
+        with self.changed:
+            self._error(text)
+            self._record(WorkerMessage(index, attempt, event))
+            self.changed.notify_all()
+        if self.listener is not None:
+            self.listener.worker_restarting(index, attempt, event)
 
     def report(self, text: str) -> None:
         """An error of the driver's own about its workers (refused input, ...)."""

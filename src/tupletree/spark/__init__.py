@@ -6,7 +6,10 @@ when they are used:
 - ``session``: get or build the SparkSession (Java check, PYSPARK_PYTHON, local master).
 - ``slots``: how many task slots Spark has, and how many are free.
 - ``reservations``: the slots this process's launchers hold.
-- ``job``: the Spark job, one long-running task per worker.
+- ``job``: the Spark jobs, one per worker, one long-running task each, submitted again
+  while the topology lives.
+- ``supervision``: when a dead or hung worker is started again (backoff, crash loops,
+  hangs), as plain objects; why the driver restarts workers through per-worker jobs.
 - ``worker_task``: the Spark task that runs one worker's ``worker_main``.
 - ``launcher``: ``WorkerLauncher``, the driver side: composes the above with the
   control service and dispatcher of ``tupletree.distributed``.

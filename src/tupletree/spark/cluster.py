@@ -1,11 +1,13 @@
 """SparkCluster: run topologies as workers on Spark, with LocalCluster's semantics.
 
 The driver plays Storm's Nimbus: ``submit_topology`` validates the topology, places
-its executors on ``topology.workers`` workers (Storm's even scheduler), and starts them
-as long-running tasks of one background Spark job through a WorkerLauncher; Spark plays
-the Supervisor, re-running a worker whose process died. The driver keeps each worker's
-latest metrics and errors (sent every half second), and relays activate, deactivate
-and kill.
+its executors on ``topology.workers`` workers (Storm's even scheduler), and starts each
+as a long-running task of a background Spark job of its own through a WorkerLauncher.
+The launcher and Spark's task retry play the Supervisor: a worker that dies, hangs
+(``supervisor.worker.timeout.secs``) or whose task ends while its topology is alive is
+started again, forever, with backoff; each restart is in ``errors(name)`` and counted in
+``worker_restarts(name)``. The driver keeps each worker's latest metrics and errors (sent
+every half second), and relays activate, deactivate and kill.
 
 Component classes are shipped by value (cloudpickle), so a topology defined in a script,
 a test module or a file run with ``tupletree run`` works without installing it on the
@@ -30,6 +32,7 @@ from tupletree.distributed.control import (
     JobEnded,
     Metrics,
     WorkerRegistered,
+    WorkerRestarting,
 )
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import TopologyNotFoundError
@@ -65,6 +68,7 @@ class _Running:
         self.reports: dict[int, tuple[int, Metrics, float]] = {}
         self.ready_workers: set[int] = set()  # workers that said Ready (any attempt)
         self.ended: str | None = None  # why the Spark job ended, when nobody asked it to
+        self.crash_loops: dict[int, str] = {}  # worker -> the last error of its crash loop
         self.changed = threading.Condition(self.lock)
 
     def worker_registered(self, worker: int, attempt: int, event: WorkerRegistered) -> None:
@@ -84,6 +88,14 @@ class _Running:
         with self.lock:
             self.snapshots[(worker, attempt)] = report.snapshot
             self.reports[worker] = (attempt, report, time.monotonic())
+            self.changed.notify_all()
+
+    def worker_restarting(self, worker: int, attempt: int, event: WorkerRestarting) -> None:
+        with self.lock:
+            if event.crash_loop:
+                self.crash_loops[worker] = event.reason
+            else:
+                self.crash_loops.pop(worker, None)
             self.changed.notify_all()
 
     def job_ended(self, event: JobEnded) -> None:
@@ -171,6 +183,7 @@ class SparkCluster(ClusterBase):
             start_timeout=START_TIMEOUT_SECS,
             slot_wait=SLOT_WAIT_SECS,
             listener=running,
+            worker_timeout=full_conf[Config.SUPERVISOR_WORKER_TIMEOUT_SECS],
         )
         running.launcher = launcher
         launcher.start()
@@ -179,15 +192,21 @@ class SparkCluster(ClusterBase):
             while running.ready_workers != set(range(workers)):
                 if launcher.job_error is not None or not launcher.running:
                     break
+                if set(running.crash_loops) - running.ready_workers:
+                    break  # a worker that cannot get ready: say so now, not at the timeout
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 running.changed.wait(min(remaining, 0.5))
             ready = set(running.ready_workers)
+            loops = {w: e for w, e in running.crash_loops.items() if w not in ready}
         errors = launcher.errors()
         if ready != set(range(workers)):
             launcher.stop(timeout=10.0)
             detail = f"; first worker error: {errors[0]}" if errors else ""
+            if loops:
+                worker, error = min(loops.items())
+                detail = f"; worker {worker} is in a crash loop: {error}{detail}"
             raise RuntimeError(
                 f"topology {name!r}: workers {sorted(set(range(workers)) - ready)} did not "
                 f"start their tasks{detail}"
@@ -248,6 +267,7 @@ class SparkCluster(ClusterBase):
         with running.lock:
             reports = dict(running.reports)
         out = {}
+        restarts = running.launcher.restarts
         for index, info in sorted(running.launcher.workers.items()):
             attempt, report, at = reports.get(index, (-1, None, None))
             current = report is not None and attempt == info.attempt
@@ -255,11 +275,16 @@ class SparkCluster(ClusterBase):
                 "host": info.host,
                 "pid": info.pid,
                 "attempt": info.attempt,
-                "restarts": info.attempt,
+                "restarts": restarts.get(index, 0),
                 "rss_bytes": report.rss_bytes if current else None,
                 "report_age_secs": now - at if current and at is not None else None,
             }
         return out
+
+    def worker_restarts(self, name: str) -> dict[int, int]:
+        """Worker index -> how many times it was started again since submit (after it
+        died, hung, or its Spark task ended); each restart is also in ``errors(name)``."""
+        return self._get(name).launcher.restarts
 
     # -- observation ----------------------------------------------------------------
 
@@ -267,10 +292,10 @@ class SparkCluster(ClusterBase):
         """Same shape as LocalCluster.metrics, summed over workers (and over the
         attempts of a worker that was restarted).
 
-        Raises SparkJobFailed once the Spark job that runs the workers has ended without
-        being asked to (a worker failed more often than Spark retries tasks): the last
-        figures would otherwise stand still forever. ``errors(name)`` says why, and
-        ``kill_topology(name)`` still cleans up."""
+        Raises SparkJobFailed once the workers' Spark jobs can no longer be run (Spark
+        itself stopped): the last figures would otherwise stand still forever.
+        ``errors(name)`` says why, and ``kill_topology(name)`` still cleans up. How often
+        each worker was restarted: ``worker_restarts(name)``."""
         running = self._get(name)
         with running.lock:
             _raise_if_ended(name, running)

@@ -1,72 +1,99 @@
-"""The Spark job that runs a topology's workers: one partition, one task, per worker.
+"""The Spark jobs that run a topology's workers: one job of one task per worker, each
+submitted again when it ends, for as long as the caller says so.
 
-Not barrier mode: a barrier stage restarts every task when one fails, and aborts the
-job if it is the result stage; here a dead worker's task is retried alone. The job is
-submitted from a thread of its own, under a job group, so that ``cancel`` can end it.
+A job per worker, not one job of W tasks: Spark re-runs a failed task only
+``spark.task.maxFailures - 1`` times per job, and a job whose task exhausts them is
+aborted with every other task in it; with a job each, a worker that exhausts its retries
+(or whose task ends "cleanly") ends its own job only, and ``on_end`` decides whether and
+when to submit it again (``tupletree.spark.supervision`` says why this shape). Not
+barrier mode: a barrier stage restarts every task when one fails. The jobs are submitted
+from threads of their own, under one job group, so that ``cancel`` ends them all.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-TaskFunction = Callable[[int, Iterator[Any]], Iterator[Any]]
+TaskFunction = Callable[[Iterator[Any]], Iterator[Any]]
 
 
-class SparkJob:
-    """``num_workers`` long-running tasks running ``fn`` (``mapPartitionsWithIndex``).
-
-    ``on_end(error)`` is called on the job's thread once the job ends (``error`` None
-    when it ended well)."""
+class SparkJobs:
+    """Worker ``i``'s job runs ``task_for(i)`` (``mapPartitions`` over one partition);
+    when it ends, ``on_end(i, error)`` (on that worker's thread; ``error`` None when it
+    ended well) returns the seconds to wait before submitting it again, or None to stop.
+    ``task_for`` is asked again for each submission (a new attempt base)."""
 
     def __init__(
         self,
         sc: Any,
         job_group: str,
-        description: str,
+        name: str,
         num_workers: int,
-        fn: TaskFunction,
-        on_end: Callable[[BaseException | None], None],
+        task_for: Callable[[int], TaskFunction],
+        on_end: Callable[[int, BaseException | None], float | None],
     ) -> None:
         self.sc = sc
         self.job_group = job_group
-        self.description = description
+        self.name = name
         self.num_workers = num_workers
-        self._fn = fn
+        self._task_for = task_for
         self._on_end = on_end
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
 
-    def start(self, name: str) -> None:
+    def start(self) -> None:
         from pyspark import InheritableThread
 
-        self._thread = InheritableThread(
-            target=self._run, name=f"tupletree-job-{name}", daemon=True
-        )
-        self._thread.start()
+        for index in range(self.num_workers):
+            thread = InheritableThread(
+                target=self._run,
+                args=(index,),
+                name=f"tupletree-job-{self.name}-w{index}",
+                daemon=True,
+            )
+            self._threads.append(thread)
+            thread.start()
 
-    def _run(self) -> None:
-        # In PySpark's pinned-thread mode (the default) job-group properties are per
-        # thread, so they are set here, on the thread that submits the job.
-        error: BaseException | None = None
-        try:
-            self.sc.setJobGroup(self.job_group, self.description, interruptOnCancel=True)
-            rdd = self.sc.parallelize(range(self.num_workers), self.num_workers)
-            rdd.mapPartitionsWithIndex(self._fn).collect()
-        except BaseException as exc:
-            error = exc
-        self._on_end(error)
+    def _run(self, index: int) -> None:
+        while not self._stopping.is_set():
+            # In PySpark's pinned-thread mode (the default) job-group properties are per
+            # thread, so they are set here, on the thread that submits the job.
+            error: BaseException | None = None
+            try:
+                self.sc.setJobGroup(
+                    self.job_group, f"tupletree {self.name}: worker {index}", interruptOnCancel=True
+                )
+                self.sc.parallelize([index], 1).mapPartitions(self._task_for(index)).collect()
+            except BaseException as exc:
+                error = exc
+            delay = self._on_end(index, error)
+            if delay is None or self._stopping.wait(delay):
+                return
+
+    def stopping(self) -> None:
+        """No job is submitted again from now on (waits before one end at once)."""
+        self._stopping.set()
 
     def join(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the job's thread; True once it has ended."""
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait up to ``timeout`` s for every job's thread; True once all have ended."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
 
     def cancel(self) -> None:
         """Ask Spark to cancel the job group (its tasks are interrupted)."""
         self.sc.cancelJobGroup(self.job_group)
+
+    def spark_stopped(self) -> bool:
+        """True once the SparkContext is stopped: no job can run any more."""
+        try:
+            return self.sc._jsc is None or bool(self.sc._jsc.sc().isStopped())
+        except Exception:
+            return True
 
     def kill_task(self, task_attempt_id: int, reason: str) -> bool:
         """Have Spark kill one task attempt; Spark then runs the task again. A killed

@@ -1,14 +1,18 @@
 """Driver side: run W workers as W long-running Spark tasks and keep in touch with them.
 
 Storm's roles mapped onto Spark: the driver is Nimbus (this launcher hands out the
-assignment and the peer table and relays commands), and Spark's task retry is the
-Supervisor (a worker whose process dies fails its task; Spark runs that task again, it
-registers anew, and we tell the other workers its new address).
+assignment and the peer table and relays commands) and, with Spark's task retry, the
+Supervisor: a worker whose process dies fails its task and Spark runs that task again,
+or, once Spark's retries for it are spent or its task ended while the topology is alive,
+the launcher submits the worker a new job; a hung worker is killed first. Either way it
+registers anew and we tell the other workers its new address. Why this shape, and the
+decisions (backoff, crash loops, hangs): ``spark/supervision.py``.
 
 ``WorkerLauncher`` composes one piece per concern:
 
 - ``spark/reservations.py``: the task slots this process's launchers hold;
-- ``spark/job.py``: the Spark job, one long-running task per worker;
+- ``spark/job.py``: the Spark jobs, one long-running task each, one per worker;
+- ``spark/supervision.py``: restarts, backoff, crash loops and hangs (``Supervisor``);
 - ``distributed/control_service.py``: the ZeroMQ ROUTER workers talk to;
 - ``distributed/dispatch.py`` with ``distributed/registration.py``: what each message
   from a worker does (registration and the peer table are a pure state machine);
@@ -18,7 +22,10 @@ registers anew, and we tell the other workers its new address).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import socket
 import time
 import uuid
@@ -26,7 +33,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tupletree.distributed import control
-from tupletree.distributed.control import ToWorker
+from tupletree.distributed.control import (
+    Ack,
+    Envelope,
+    ErrorReport,
+    Exiting,
+    Metrics,
+    Ready,
+    Register,
+    TaskStarted,
+    ToWorker,
+    WorkerRestarting,
+)
 from tupletree.distributed.control_client import WorkerMain, make_control_address
 from tupletree.distributed.control_service import ControlService
 from tupletree.distributed.dispatch import Dispatcher, Listener, WorkerMessage
@@ -39,8 +57,9 @@ from tupletree.spark.errors import (
     WorkerStartTimeout,
     summarize_spark_error,
 )
-from tupletree.spark.job import SparkJob
+from tupletree.spark.job import SparkJobs
 from tupletree.spark.slots import is_local_master, slot_info
+from tupletree.spark.supervision import Kill, Restart, RestartPolicy, Supervisor
 from tupletree.spark.worker_task import task_function
 
 if TYPE_CHECKING:
@@ -64,6 +83,14 @@ class WorkerLauncher:
     thread: keep it quick) or, without one, a bounded inbox read with ``recv``.
     ``errors()`` and ``logs()`` are the workers' errors and log lines, one bounded list
     each.
+
+    Once every worker has registered, a worker that dies or whose task ends is started
+    again, forever, paced by ``restart_policy``: each restart is a line in ``errors()``
+    and a ``WorkerRestarting`` event, and ``restarts`` counts them. With
+    ``worker_timeout``, a worker whose loop reports nothing (``Metrics``, ``Ready``) for
+    that long (``start_timeout`` before its first report) is hung: it is killed and
+    started again the same way. Before every worker has registered, a worker's job that
+    ends fails ``start`` instead: a worker that cannot start is an error at once.
     """
 
     def __init__(
@@ -80,6 +107,8 @@ class WorkerLauncher:
         ping_interval: float = 1.0,
         listener: Listener | None = None,
         inbox_size: int = 10_000,
+        worker_timeout: float | None = None,
+        restart_policy: RestartPolicy | None = None,
     ) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -98,15 +127,24 @@ class WorkerLauncher:
         )
         self._registry = self.dispatcher.registry
         self._changed = self.dispatcher.changed
+        self._supervisor = Supervisor(
+            num_workers,
+            restart_policy,
+            worker_timeout=worker_timeout,
+            start_timeout=start_timeout,
+        )
         self.service = ControlService(
             name,
             self._secret,
-            self.dispatcher.dispatch,
+            self._handle,
             self._routes,
             ping_interval=ping_interval,
             on_rejected=self.dispatcher.report,
+            on_tick=self._check_hung,
         )
-        self._job: SparkJob | None = None
+        self._job: SparkJobs | None = None
+        self._bases: dict[int, int] = {}  # worker -> the first attempt of its current job
+        self._gave_up = False  # the dispatcher was told the jobs ended for good
         self._started = False
         self._closed = False
         self._service_open = False
@@ -126,15 +164,15 @@ class WorkerLauncher:
         reservations.reserve(self.sc, self.job_group, self.name, self.num_workers, self._slot_wait)
         try:
             self._open_control_service()
-            self._job = SparkJob(
+            self._job = SparkJobs(
                 self.sc,
                 self.job_group,
-                f"tupletree {self.name}: {self.num_workers} workers",
+                self.name,
                 self.num_workers,
-                task_function(self._worker_main, self.control_address),
+                self._task_for,
                 self._job_ended,
             )
-            self._job.start(self.name)
+            self._job.start()
             return self._wait_started()
         except BaseException:
             self.stop(timeout=5.0)
@@ -158,6 +196,7 @@ class WorkerLauncher:
         self._send_all(sends)
         job = self._job
         if job is not None:
+            job.stopping()
             if unreachable:
                 # A worker that never registered cannot be told to stop, so the job
                 # cannot end by itself: let the others exit cleanly, then cancel.
@@ -174,6 +213,11 @@ class WorkerLauncher:
                 job.cancel()
                 if not job.join(max(10.0, timeout)):
                     log.warning("%s: Spark job still running after cancel", self.name)
+            with self._changed:
+                final = not self._gave_up
+                self._gave_up = True
+            if final:  # a job waiting out a backoff ends without a last on_end
+                self.dispatcher.job_ended(None, None)
         leftovers = self._wait_local_pids_gone(5.0)
         if leftovers:
             log.warning("%s: worker processes still alive after stop: %s", self.name, leftovers)
@@ -264,9 +308,16 @@ class WorkerLauncher:
 
     @property
     def running(self) -> bool:
-        """True while the Spark job that runs the workers has not ended."""
+        """True while the workers' Spark jobs run or will be submitted again: from start
+        until stop, or until the launcher gave up (``job_error``)."""
         with self._changed:
             return self._started and not self.dispatcher.job_done
+
+    @property
+    def restarts(self) -> dict[int, int]:
+        """Worker index -> how many times it was started again since ``start``."""
+        with self._changed:
+            return self._supervisor.restarts()
 
     def wait_for_registration(
         self, worker: int, min_attempt: int = 0, timeout: float = 30.0
@@ -317,9 +368,114 @@ class WorkerLauncher:
         bind = conf.get("spark.driver.bindAddress") or advertised
         return socket.gethostbyname(bind), advertised
 
-    def _job_ended(self, error: BaseException | None) -> None:
+    def _task_for(self, index: int) -> Any:
+        """The task function of worker ``index``'s next job (its attempts go on from
+        the last one heard of)."""
+        with self._changed:
+            base = self._bases[index] = self._supervisor.next_base(index)
+        return task_function(self._worker_main, self.control_address, index, base)
+
+    def _job_ended(self, index: int, error: BaseException | None) -> float | None:
+        """Worker ``index``'s job ended: the seconds before it is submitted again, or None
+        (stopping; or giving up: before every worker registered, or with Spark gone)."""
         summary = None if error is None else summarize_spark_error(error)
-        self.dispatcher.job_ended(error, summary)
+        spark_gone = self._job is not None and self._job.spark_stopped()
+        restart: Restart | None = None
+        final = False
+        delay: float | None = None
+        with self._changed:
+            self._sync_live()
+            if self._registry.stopping:
+                pass  # stop() tells the dispatcher once every job has ended
+            elif not self._registry.all_registered or spark_gone:
+                final = not self._gave_up  # the dispatcher hears of the end once
+                self._gave_up = True
+            else:
+                now = time.monotonic()
+                restart = self._supervisor.job_ended(index, self._bases[index], now, summary)
+                delay = restart.delay if restart is not None else 0.0
+        if final:
+            self.dispatcher.job_ended(error, summary)
+        if restart is not None:
+            self._report_restart(restart)
+        return delay
+
+    # ================================================================= supervision
+
+    def _sync_live(self) -> None:
+        """Under the lock: deaths count from the first full registration until stop."""
+        self._supervisor.live = self._registry.all_registered and not self._registry.stopping
+
+    def _handle(self, route: bytes, env: Envelope, now: float) -> list[Send]:
+        """The control service's handler: the dispatcher's, plus what the supervisor
+        learns from the message (and, to a task's start, the backoff in the Ack)."""
+        sends = self.dispatcher.dispatch(route, env, now)
+        msg, index, attempt = env.message, env.worker, env.attempt
+        if not 0 <= index < self.num_workers:
+            return sends
+        restart: Restart | None = None
+        with self._changed:
+            self._sync_live()
+            supervisor = self._supervisor
+            match msg:
+                case TaskStarted():
+                    delay, restart = supervisor.task_started(index, attempt, now)
+                    sends = [
+                        Send(s.route, Ack(delay)) if isinstance(s.message, Ack) else s
+                        for s in sends
+                    ]
+                case Register():
+                    supervisor.registered(index, attempt, now)
+                case Metrics() | Ready():
+                    supervisor.beat(index, attempt, now)
+                case ErrorReport(fatal=True, error=error):
+                    supervisor.failed(index, attempt, error)
+                case Exiting():
+                    supervisor.exiting(index, attempt)
+        if restart is not None:
+            self._report_restart(restart)
+        return sends
+
+    def _check_hung(self, now: float) -> None:
+        """Kill the workers whose loops went silent too long (Spark re-runs them)."""
+        with self._changed:
+            self._sync_live()
+            kills, restarts = self._supervisor.check_hung(now)
+            tasks = {k.worker: self._registry.tasks.get(k.worker) for k in kills}
+        for restart in restarts:
+            self._report_restart(restart)
+        for kill in kills:
+            self._kill(kill, tasks[kill.worker])
+
+    def _kill(self, kill: Kill, task: tuple[int, TaskStarted] | None) -> None:
+        """Kill a hung attempt: through Spark (any cluster), or, ``hard`` or without a
+        Spark task id, its process when it runs on this host."""
+        if task is None or task[0] != kill.attempt:
+            return  # that attempt's task is not known (or no longer current)
+        started = task[1]
+        if not kill.hard and started.task_attempt_id is not None and self._job is not None:
+            reason = f"tupletree {self.name}: worker {kill.worker} attempt {kill.attempt} hung"
+            try:
+                if self._job.kill_task(started.task_attempt_id, reason):
+                    return
+            except Exception as exc:
+                log.warning("%s: could not kill worker %d's task: %s", self.name, kill.worker, exc)
+        if started.host == socket.gethostname() and pid_alive(started.pid):
+            with contextlib.suppress(OSError):
+                os.kill(started.pid, signal.SIGKILL)
+
+    def _report_restart(self, restart: Restart) -> None:
+        event = WorkerRestarting(
+            reason=restart.reason,
+            lived=restart.lived,
+            delay=restart.delay,
+            restarts=restart.restarts,
+            quick_deaths=restart.quick_deaths,
+            crash_loop=restart.crash_loop,
+        )
+        text = restart_text(restart.worker, restart.died_attempt, event)
+        log.warning("%s: %s", self.name, text)
+        self.dispatcher.restarting(restart.worker, restart.died_attempt, event, text)
 
     def _wait_started(self) -> dict[int, WorkerInfo]:
         deadline = time.monotonic() + self._start_timeout
@@ -411,3 +567,17 @@ class WorkerLauncher:
         with self._changed:
             pids = [pid for host, pid in self._registry.seen_pids if host in here]
         return wait_pids_gone(pids, timeout)
+
+
+def restart_text(worker: int, attempt: int, event: WorkerRestarting) -> str:
+    """The ``errors()`` line for one restart of a worker."""
+    text = (
+        f"worker {worker} restarted (restart {event.restarts}): attempt {attempt} ended "
+        f"after {event.lived:.1f} s: {event.reason}; next attempt in {event.delay:.1f} s"
+    )
+    if event.crash_loop:
+        text += (
+            f"; crash loop: {event.quick_deaths} attempts in a row died young, "
+            f"the last with: {event.reason}"
+        )
+    return text

@@ -1,9 +1,10 @@
 """The Spark task that runs one worker: ``run_worker_task`` is the partition function of
-the launcher's job (one partition per worker), ``task_function`` binds it to a launcher.
+one of the worker's jobs, ``task_function`` binds it to a launcher, a worker and a job.
 
-It tells the driver the task got a slot before user code runs, reports what
-``worker_main`` raised (readably, unlike Spark's Java-wrapped error) and that it is
-exiting, each by ``send_once`` (acknowledged, as the process may end right after).
+It tells the driver the task got a slot before user code runs (and waits out the restart
+backoff the driver answers with), reports what ``worker_main`` raised (readably, unlike
+Spark's Java-wrapped error) and that it is exiting, each acknowledged (``request``,
+``send_once``), as the process may end right after.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import contextlib
 import functools
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from tupletree.distributed.control import Exiting, TaskStarted
-from tupletree.distributed.control_client import WorkerMain, error_message, send_once
+from tupletree.distributed.control_client import WorkerMain, error_message, request, send_once
 
 
 def _task_attempt_id() -> int | None:
@@ -27,30 +29,43 @@ def _task_attempt_id() -> int | None:
     return ctx.taskAttemptId() if ctx is not None else None
 
 
+MAX_START_DELAY_SECS = 300.0
+"""The longest backoff a task obeys from the driver before starting its worker."""
+
+
 def run_worker_task(
-    worker_main: WorkerMain, control_address: str, index: int, _rows: Iterator[Any]
+    worker_main: WorkerMain,
+    control_address: str,
+    index: int,
+    attempt_base: int,
+    _rows: Iterator[Any],
 ) -> Iterator[tuple[int, int, int]]:
     """The Spark partition function: run worker ``index`` for as long as it lives.
 
-    The attempt number is Spark's: 0 for the first run, +1 each time Spark re-runs the
-    task after the worker died. If worker_main raises, the error goes to the driver
-    first (readable, unlike Spark's Java-wrapped one) and then fails the task, so Spark
+    The attempt number is ``attempt_base`` (given by the driver per Spark job of this
+    worker) plus Spark's attempt within the job, so it grows by one each time the worker
+    starts again. The driver's answer to ``TaskStarted`` says how long to wait first
+    (its restart backoff). If worker_main raises, the error goes to the driver first
+    (readable, unlike Spark's Java-wrapped one) and then fails the task, so Spark
     retries it. Yields one ``(index, attempt, pid)`` row.
     """
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    attempt = ctx.attemptNumber() if ctx is not None else 0
+    attempt = attempt_base + (ctx.attemptNumber() if ctx is not None else 0)
     # Tell the driver this task got a slot and which process runs it, before user code
     # can hang: it lets the driver tell "started but never registered" from "no slot",
     # and wait for this process to be gone on stop.
+    reply = None
     with contextlib.suppress(Exception):
-        send_once(
+        reply = request(
             control_address,
             index,
             attempt,
             TaskStarted(os.getpid(), socket.gethostname(), _task_attempt_id()),
         )
+    if reply is not None and reply.delay > 0:
+        time.sleep(min(reply.delay, MAX_START_DELAY_SECS))
     try:
         worker_main(index, attempt, control_address)
     except BaseException as exc:
@@ -63,7 +78,7 @@ def run_worker_task(
 
 
 def task_function(
-    worker_main: WorkerMain, control_address: str
-) -> Callable[[int, Iterator[Any]], Iterator[tuple[int, int, int]]]:
-    """``run_worker_task`` bound to one launcher, for ``mapPartitionsWithIndex``."""
-    return functools.partial(run_worker_task, worker_main, control_address)
+    worker_main: WorkerMain, control_address: str, index: int, attempt_base: int
+) -> Callable[[Iterator[Any]], Iterator[tuple[int, int, int]]]:
+    """``run_worker_task`` for one Spark job of worker ``index``, for ``mapPartitions``."""
+    return functools.partial(run_worker_task, worker_main, control_address, index, attempt_base)
