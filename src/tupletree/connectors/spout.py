@@ -43,8 +43,8 @@ Contract, for a broker's subclass:
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
   ``timeout``), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
   ACK acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
-  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH is a
-  bolt's ``reset_timeout``: renew the lease) and ``close()``. A session that raises is
+  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH, sent
+  for a bolt's ``reset_timeout`` and when a replay is emitted, renews the lease) and ``close()``. A session that raises is
   closed and replaced; when settles survive a reconnect, the actions it was given are
   settled again by the next session (acknowledging twice is harmless), else dropped.
 """
@@ -245,6 +245,7 @@ class BrokerSpout(Spout):
             d = self._held.get(key)
             if d is not None:
                 if self._valid(d):
+                    self._send(TOUCH, d)  # its lease runs from the replay on
                     self._emit(d)
                 else:  # the broker took it back with its channel: it comes again
                     del self._held[key]
@@ -265,6 +266,8 @@ class BrokerSpout(Spout):
 
     def _emit(self, d: Delivery) -> None:
         try:
+            if d.body is None:
+                raise ValueError("the message has no body")
             values = self.decode(d.body) if self.decode is not None else [d.body.decode()]
         except Exception as exc:
             self.collector.report_error(
