@@ -13,9 +13,11 @@ Contract, for users of a broker spout:
   reported and dead-lettered at once (replaying it cannot help).
 - ``metrics(topology)[component]["custom"]["connector"][task]`` counts, per task:
   received (deliveries emitted the first time), acked, failed, retried, dead_lettered,
-  redelivered (deliveries the broker marked as delivered before), stale (settles
-  dropped because the broker had already taken the message back), reconnects, plus the
-  gauges held (delivered, not settled) and buffered. ``connector_totals`` sums them.
+  redelivered (deliveries the broker marked as delivered before), stale and
+  stale_settles (deliveries whose settle or replay was dropped because the broker had
+  already taken the message back: seen by the worker's thread, or by the I/O thread
+  after it reconnected), reconnects, plus the gauges held (delivered, not settled) and
+  buffered. ``connector_totals`` sums them.
 - At submit, ``check_config`` refuses a message timeout the broker's lease would not
   outlive (a tree may stay pending up to twice ``topology.message.timeout.secs``) and,
   unless ``check_at_submit=False``, connects once: an unreachable broker, bad
@@ -43,10 +45,12 @@ Contract, for a broker's subclass:
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
   ``timeout``), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
   ACK acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
-  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH, sent
-  for a bolt's ``reset_timeout`` and when a replay is emitted, renews the lease) and ``close()``. A session that raises is
-  closed and replaced; when settles survive a reconnect, the actions it was given are
-  settled again by the next session (acknowledging twice is harmless), else dropped.
+  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH,
+  sent for a bolt's ``reset_timeout`` and when a replay is emitted, renews the lease)
+  and ``close()``. A session that raises is closed and replaced; when settles survive
+  a reconnect, the actions it was given are settled again by the next session
+  (acknowledging twice is harmless), else dropped. On ``close`` the settles still
+  queued are sent before the session closes.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ RECONNECT = RetryPolicy(initial_delay_secs=0.1, max_delay_secs=5.0)
 
 # Each counter is written by one thread only: the worker's, or the I/O thread's.
 SPOUT_COUNTERS = ("received", "acked", "failed", "retried", "dead_lettered", "stale")
-IO_COUNTERS = ("redelivered", "reconnects")
+IO_COUNTERS = ("redelivered", "reconnects", "stale_settles")
 
 
 class Delivery:
@@ -367,6 +371,8 @@ class BrokerSpout(Spout):
                 out = self._outbound
                 while out:
                     actions.append(out.popleft())
+                if actions and not self.settles_survive_reconnect:
+                    actions = self._current(actions)
                 if actions:
                     session.settle(actions)
                     actions = []
@@ -385,7 +391,28 @@ class BrokerSpout(Spout):
                 close_quietly(session)
                 session = None
         if session is not None:
+            self._settle_last(session)
             close_quietly(session)
+
+    def _settle_last(self, session: Session) -> None:
+        """On close: send the settles still queued (the trees that completed last)."""
+        actions = list(self._outbound)
+        self._outbound.clear()
+        if actions and not self.settles_survive_reconnect:
+            actions = self._current(actions)
+        try:
+            if actions:
+                session.settle(actions)
+        except Exception as exc:  # they stay with the broker, which delivers them again
+            log.warning("%s: settling on close failed: %s", self.connector_name(), exc)
+
+    def _current(self, actions: list[tuple[str, Delivery]]) -> list[tuple[str, Delivery]]:
+        """Drop settles for deliveries of an earlier session (judged valid by the
+        worker's thread just before the I/O thread reconnected)."""
+        epoch = self.epoch
+        current = [a for a in actions if a[1].epoch == epoch]
+        self.io_counts["stale_settles"] += len(actions) - len(current)
+        return current
 
     def _buffer(self, got: list[Delivery]) -> None:
         for d in got:

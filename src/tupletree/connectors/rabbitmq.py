@@ -1,0 +1,247 @@
+"""RabbitMQ: RabbitMQSpout consumes a queue with manual acknowledgements, RabbitMQSink
+publishes with publisher confirms (pika).
+
+The spout's contract beyond BrokerSpout's (connectors/spout.py):
+
+- It consumes an existing queue (a missing one is a ConnectorError at submit, as are
+  an unreachable broker and refused credentials), with manual acknowledgements and a
+  prefetch of ``topology.max.spout.pending`` plus the spout's buffer (by default as
+  much again): the broker never hands a task more than it may have in flight and
+  buffered.
+- A message is acknowledged (``basic.ack``) on the channel that delivered it when its
+  tree completes. A failed message stays unacknowledged and is replayed by the spout
+  after its backoff; a dead-lettered one is published to the ``dead_letter`` queue
+  (with a confirm) and then acknowledged; with no ``dead_letter`` it is rejected
+  without requeueing, so the queue's own dead-letter exchange, if it has one, gets it.
+- Delivery tags belong to a channel: when the connection drops the broker requeues
+  what the channel held and delivers it again (marked redelivered), so acks and
+  replays for the old channel's tags are dropped (counted as ``stale``), never sent on
+  the new channel. The spout reconnects with backoff (``reconnect``).
+- RabbitMQ's ``consumer_timeout`` (30 minutes by default) closes a channel that keeps a
+  delivery unacknowledged longer; ``consumer_timeout_secs`` tells the spout the
+  broker's value (None: disabled), which must exceed twice the message timeout plus the
+  retry's ``max_delay_secs`` (checked at submit). A bolt's ``reset_timeout`` cannot
+  extend it: RabbitMQ has no way to renew a delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pika
+import pika.exceptions
+
+from tupletree.config import Config
+from tupletree.connectors.errors import ConnectorError, redact
+from tupletree.connectors.retry import RetryPolicy
+from tupletree.connectors.sink import BrokerSink
+from tupletree.connectors.spout import ACK, DEAD, BrokerSpout, Delivery
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+MAX_PREFETCH = 65535
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+
+
+def _connect(url: str, connector: str, address: str) -> pika.BlockingConnection:
+    params = pika.URLParameters(url)
+    params.socket_timeout = 5.0
+    params.blocked_connection_timeout = 30.0
+    try:
+        return pika.BlockingConnection(params)
+    except pika.exceptions.ProbableAuthenticationError as exc:
+        raise ConnectorError(connector, address, f"credentials refused: {exc!r}") from exc
+    except pika.exceptions.AMQPConnectionError as exc:
+        cause = exc.args[0] if exc.args else exc
+        raise ConnectorError(connector, address, f"cannot connect: {cause!r}") from exc
+
+
+def _check_queue(channel: Any, queue: str, connector: str, address: str) -> None:
+    try:
+        channel.queue_declare(queue, passive=True)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        raise ConnectorError(
+            connector, address, f"queue {queue!r} does not exist ({exc.reply_text})"
+        ) from exc
+
+
+class _SpoutSession:
+    def __init__(self, spout: RabbitMQSpout, epoch: int) -> None:
+        self.spout = spout
+        self.epoch = epoch
+        name, address = spout.connector_name(), spout.address()
+        self.conn = _connect(spout.url, name, address)
+        try:
+            self.channel = self.conn.channel()
+            _check_queue(self.channel, spout.queue, name, address)
+            self.channel.basic_qos(prefetch_count=spout.prefetch)
+            self.got: list[Delivery] = []
+            self.channel.basic_consume(spout.queue, self._on_message, auto_ack=False)
+            self.dead_channel: Any = None
+        except Exception:
+            self.close()
+            raise
+
+    def _on_message(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
+        tag = method.delivery_tag
+        self.got.append(Delivery((self.epoch, tag), body, self.epoch, method.redelivered, tag))
+
+    def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
+        # Returns as soon as a delivery arrived (or after ``timeout``); the prefetch
+        # bounds how many a call can bring.
+        self.conn.process_data_events(time_limit=0 if self.got else timeout)
+        got, self.got = self.got, []
+        return got
+
+    def settle(self, actions: list[tuple[str, Delivery]]) -> None:
+        channel = self.channel
+        for action, d in actions:
+            if action == ACK:
+                channel.basic_ack(d.handle)
+            elif action == DEAD:
+                if self.spout.dead_letter is None:
+                    channel.basic_reject(d.handle, requeue=False)
+                else:
+                    self._publish_dead(d)
+                    channel.basic_ack(d.handle)
+
+    def _publish_dead(self, d: Delivery) -> None:
+        if self.dead_channel is None:
+            self.dead_channel = self.conn.channel()
+            self.dead_channel.confirm_delivery()
+        self.dead_channel.basic_publish(
+            "",
+            self.spout.dead_letter,
+            d.body,
+            pika.BasicProperties(
+                delivery_mode=2,
+                headers={"x-tupletree-source": self.spout.queue, "x-failures": d.failures},
+            ),
+            mandatory=True,
+        )
+
+    def close(self) -> None:
+        if self.conn.is_open:
+            self.conn.close()
+
+
+class RabbitMQSpout(BrokerSpout):
+    """Emits ``[message]`` for each message of ``queue``."""
+
+    settles_survive_reconnect = False
+
+    def __init__(
+        self,
+        queue: str,
+        url: str = DEFAULT_URL,
+        *,
+        retry: RetryPolicy | None = None,
+        dead_letter: str | None = None,
+        consumer_timeout_secs: float | None = 1800.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(retry=retry, dead_letter=dead_letter, **options)
+        self.queue = queue
+        self.url = url
+        self.consumer_timeout_secs = consumer_timeout_secs
+        self.prefetch = 0
+
+    def address(self) -> str:
+        return f"{redact(self.url)} queue {self.queue!r}"
+
+    def leases(self, conf: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+        limit = self.consumer_timeout_secs
+        if limit is None:
+            return []
+        max_delay = self.retry.max_delay_secs
+        return [
+            (
+                "consumer_timeout_secs",
+                limit - max_delay,
+                f"RabbitMQ's consumer timeout less the retry's max_delay_secs ({limit} - "
+                f"{max_delay} s)",
+            )
+        ]
+
+    def probe(self) -> None:
+        name, address = self.connector_name(), self.address()
+        conn = _connect(self.url, name, address)
+        try:
+            _check_queue(conn.channel(), self.queue, name, address)
+            if self.dead_letter is not None:
+                _check_queue(conn.channel(), self.dead_letter, name, address)
+        finally:
+            if conn.is_open:
+                conn.close()
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
+        buffer = self.buffer_size or max_pending or 1000
+        self.prefetch = min(MAX_PREFETCH, (max_pending or 0) + buffer)
+        super().open(conf, context, collector)
+
+    def connect(self, epoch: int) -> _SpoutSession:
+        return _SpoutSession(self, epoch)
+
+
+class _SinkSession:
+    def __init__(self, sink: RabbitMQSink) -> None:
+        self.sink = sink
+        self.conn = _connect(sink.url, sink.connector_name(), sink.address())
+        try:
+            self.channel = self.conn.channel()
+            if sink.queue is not None:
+                _check_queue(self.channel, sink.queue, sink.connector_name(), sink.address())
+            self.channel.confirm_delivery()
+        except Exception:
+            self.close()
+            raise
+
+    def write(self, bodies: list[bytes]) -> list[str | None]:
+        s = self.sink
+        out: list[str | None] = []
+        for body in bodies:
+            try:
+                self.channel.basic_publish(
+                    s.exchange, s.routing_key, body, PERSISTENT, mandatory=True
+                )
+                out.append(None)
+            except pika.exceptions.UnroutableError:
+                out.append(f"unroutable: exchange {s.exchange!r} key {s.routing_key!r}")
+            except pika.exceptions.NackError:
+                out.append("the broker refused the message (basic.nack)")
+        return out
+
+    def close(self) -> None:
+        if self.conn.is_open:
+            self.conn.close()
+
+
+class RabbitMQSink(BrokerSink):
+    """Publishes each input's ``message`` to ``queue`` (through the default exchange),
+    or to ``exchange`` with ``routing_key``; persistent, mandatory, confirmed."""
+
+    def __init__(
+        self,
+        queue: str | None = None,
+        url: str = DEFAULT_URL,
+        *,
+        exchange: str = "",
+        routing_key: str | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        if queue is None and routing_key is None:
+            raise ValueError("RabbitMQSink needs a queue or a routing_key")
+        self.queue = queue
+        self.url = url
+        self.exchange = exchange
+        self.routing_key = routing_key if routing_key is not None else queue
+
+    def address(self) -> str:
+        where = f"queue {self.queue!r}" if self.queue is not None else ""
+        if self.exchange:
+            where = f"exchange {self.exchange!r} key {self.routing_key!r}"
+        return f"{redact(self.url)} {where}".strip()
+
+    def connect(self) -> _SinkSession:
+        return _SinkSession(self)
