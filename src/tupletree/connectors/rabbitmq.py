@@ -30,6 +30,7 @@ from typing import Any
 
 import pika
 import pika.exceptions
+from pika.adapters import select_connection
 
 from tupletree.config import Config
 from tupletree.connectors.errors import ConnectorError, redact
@@ -183,37 +184,151 @@ class RabbitMQSpout(BrokerSpout):
         return _SpoutSession(self, epoch)
 
 
-class _SinkSession:
-    def __init__(self, sink: RabbitMQSink) -> None:
-        self.sink = sink
-        self.conn = _connect(sink.url, sink.connector_name(), sink.address())
-        try:
-            self.channel = self.conn.channel()
-            if sink.queue is not None:
-                _check_queue(self.channel, sink.queue, sink.connector_name(), sink.address())
-            self.channel.confirm_delivery()
-        except Exception:
+class ConfirmingPublisher:
+    """Publishes batches with publisher confirms, many in flight at once (pika's
+    blocking API waits a round trip per message): its own ``SelectConnection``, whose
+    I/O loop runs only inside ``__init__``, ``write`` and ``close``, on the caller's
+    thread. ``write(bodies)`` returns one verdict per body: None once the broker
+    confirmed it, else why not (nacked, or returned as unroutable); it raises when the
+    connection or channel fails, or no confirm came within ``timeout`` seconds."""
+
+    def __init__(
+        self,
+        url: str,
+        exchange: str,
+        routing_key: str,
+        queue: str | None,
+        connector: str,
+        address: str,
+        timeout: float = 30.0,
+    ) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.queue = queue
+        self.connector = connector
+        self.address = address
+        self.timeout = timeout
+        self.error: BaseException | None = None
+        self.ready = False
+        self.channel: Any = None
+        self.tag = 0
+        self.outstanding: dict[int, int] = {}
+        self.verdicts: list[str | None] = []
+        self.returned: dict[int, str] = {}
+        params = pika.URLParameters(url)
+        params.socket_timeout = 5.0
+        # An I/O loop driven by hand (poll, process_timeouts), as BlockingConnection does.
+        self.ioloop = select_connection.IOLoop()
+        self.ioloop.activate_poller()
+        self.conn = pika.SelectConnection(
+            params,
+            on_open_callback=self._on_open,
+            on_open_error_callback=self._on_failure,
+            on_close_callback=self._on_failure,
+            custom_ioloop=self.ioloop,
+        )
+        self._run_until(lambda: self.ready, timeout)
+        if not self.ready:
+            error = self.error
             self.close()
-            raise
+            raise _connector_error(error, connector, address, "no answer while connecting")
+
+    # -- the I/O loop ---------------------------------------------------------------
+
+    def _run_until(self, done: Any, secs: float) -> None:
+        loop = self.ioloop
+        expired: list[bool] = []
+        timer = loop.call_later(secs, lambda: expired.append(True))
+        try:
+            while not done() and self.error is None and not expired:
+                loop.poll()
+                loop.process_timeouts()
+        finally:
+            loop.remove_timeout(timer)
+
+    def _on_failure(self, _conn: Any, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+
+    def _on_open(self, conn: Any) -> None:
+        conn.channel(on_open_callback=self._on_channel)
+
+    def _on_channel(self, channel: Any) -> None:
+        self.channel = channel
+        channel.add_on_close_callback(self._on_failure)
+        channel.add_on_return_callback(self._on_return)
+        if self.queue is not None:
+            channel.queue_declare(self.queue, passive=True, callback=self._on_declared)
+        else:
+            self._on_declared(None)
+
+    def _on_declared(self, _frame: Any) -> None:
+        self.channel.confirm_delivery(
+            ack_nack_callback=self._on_confirm, callback=self._on_confirming
+        )
+
+    def _on_confirming(self, _frame: Any) -> None:
+        self.ready = True
+
+    def _on_return(self, _channel: Any, method: Any, props: Any, _body: bytes) -> None:
+        # The broker returns an unroutable message just before it confirms it.
+        self.returned[int(props.message_id)] = f"returned: {method.reply_text}"
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        last = method.delivery_tag
+        tags = [t for t in self.outstanding if t <= last] if method.multiple else [last]
+        nacked = isinstance(method, pika.spec.Basic.Nack)
+        for tag in tags:
+            index = self.outstanding.pop(tag, None)
+            if index is None:
+                continue
+            refusal = self.returned.pop(tag, None)
+            if nacked:
+                refusal = "the broker refused the message (basic.nack)"
+            self.verdicts[index] = refusal
+
+    # -- the caller's side ----------------------------------------------------------
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
-        s = self.sink
-        out: list[str | None] = []
-        for body in bodies:
-            try:
-                self.channel.basic_publish(
-                    s.exchange, s.routing_key, body, PERSISTENT, mandatory=True
-                )
-                out.append(None)
-            except pika.exceptions.UnroutableError:
-                out.append(f"unroutable: exchange {s.exchange!r} key {s.routing_key!r}")
-            except pika.exceptions.NackError:
-                out.append("the broker refused the message (basic.nack)")
-        return out
+        if self.error is not None:
+            raise _connector_error(self.error, self.connector, self.address, "")
+        self.verdicts = ["unconfirmed"] * len(bodies)
+        self.outstanding.clear()
+        for index, body in enumerate(bodies):
+            self.tag += 1
+            props = pika.BasicProperties(delivery_mode=2, message_id=str(self.tag))
+            self.outstanding[self.tag] = index
+            self.channel.basic_publish(
+                self.exchange, self.routing_key, body, props, mandatory=True
+            )
+        self._run_until(lambda: not self.outstanding, self.timeout)
+        if self.outstanding:
+            raise _connector_error(
+                self.error, self.connector, self.address, "no confirm within the timeout"
+            )
+        return self.verdicts
 
     def close(self) -> None:
-        if self.conn.is_open:
-            self.conn.close()
+        conn = self.conn
+        if conn.is_open:
+            conn.close()
+            self.error = None
+            self._run_until(lambda: conn.is_closed, 5.0)
+        self.ioloop.deactivate_poller()
+        self.ioloop.close()
+
+
+def _connector_error(
+    exc: BaseException | None, connector: str, address: str, otherwise: str
+) -> ConnectorError:
+    if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
+        return ConnectorError(connector, address, f"credentials refused: {exc!r}")
+    if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
+        return ConnectorError(connector, address, f"does not exist: {exc.reply_text}")
+    if exc is None:
+        return ConnectorError(connector, address, otherwise)
+    return ConnectorError(connector, address, f"{type(exc).__name__}: {exc!r}")
 
 
 class RabbitMQSink(BrokerSink):
@@ -243,5 +358,12 @@ class RabbitMQSink(BrokerSink):
             where = f"exchange {self.exchange!r} key {self.routing_key!r}"
         return f"{redact(self.url)} {where}".strip()
 
-    def connect(self) -> _SinkSession:
-        return _SinkSession(self)
+    def connect(self) -> ConfirmingPublisher:
+        return ConfirmingPublisher(
+            self.url,
+            self.exchange,
+            self.routing_key,  # type: ignore[arg-type]
+            self.queue,
+            self.connector_name(),
+            self.address(),
+        )
