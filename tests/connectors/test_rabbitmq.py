@@ -38,9 +38,11 @@ class Admin:
                 if self.conn is None or not self.conn.is_open:
                     self.conn = pika.BlockingConnection(pika.URLParameters(URL))
                     self.ch = self.conn.channel()
+                elif not self.ch.is_open:
+                    self.ch = self.conn.channel()
                 try:
                     return getattr(self.ch, name)(*args, **kwargs)
-                except (pika.exceptions.ConnectionClosed, pika.exceptions.ChannelWrongStateError):
+                except (pika.exceptions.ConnectionClosed, pika.exceptions.AMQPChannelError):
                     if attempt:
                         raise
             return None

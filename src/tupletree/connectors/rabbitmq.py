@@ -93,6 +93,13 @@ class _SpoutSession:
         got, self.got = self.got, []
         return got
 
+    def interrupt(self) -> None:
+        """From another thread: end a waiting ``fetch`` now (settles are queued)."""
+        try:
+            self.conn.add_callback_threadsafe(_nothing)
+        except Exception:  # closed meanwhile: the fetch ends anyway
+            return
+
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:
         channel = self.channel
         for action, d in actions:
@@ -123,6 +130,10 @@ class _SpoutSession:
     def close(self) -> None:
         if self.conn.is_open:
             self.conn.close()
+
+
+def _nothing() -> None:
+    pass
 
 
 class RabbitMQSpout(BrokerSpout):

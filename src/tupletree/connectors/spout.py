@@ -31,8 +31,8 @@ Contract, for a broker's subclass:
   The worker's thread never calls the broker: ``next_tuple`` pops a ``Delivery`` from
   the inbound buffer (at most ``buffer_size`` deliveries: the I/O thread fetches only
   what fits) and ``ack``/``fail``/``reset_timeout`` append ``(action, delivery)`` to
-  the outbound queue, which the I/O thread settles at its next turn (a turn waits at
-  most ``POLL_SECS`` in ``fetch``). The I/O thread wakes the worker when it buffers
+  the outbound queue, which the I/O thread settles at its next turn (woken once per
+  worker round that queued any; a turn waits at most ``POLL_SECS`` in ``fetch``). The I/O thread wakes the worker when it buffers
   deliveries. ``close`` stops the thread; nothing acknowledged is lost, and whatever was
   delivered and not acknowledged stays with the broker, which delivers it again.
 - The subclass implements ``connect(epoch) -> Session`` (called on the I/O thread,
@@ -43,7 +43,8 @@ Contract, for a broker's subclass:
   delivery tag dies with its channel, whose messages the broker requeues: no, such
   settles and replays are dropped and counted as ``stale``).
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
-  ``timeout``), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
+  ``timeout``; a session may have ``interrupt()``, which the worker's thread calls to
+  end a waiting ``fetch`` early when settles are queued), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
   ACK acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
   fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH,
   sent for a bolt's ``reset_timeout`` and when a replay is emitted, renews the lease)
@@ -231,7 +232,10 @@ class BrokerSpout(Spout):
         self.epoch = 0
         self._kick = threading.Event()
         self._stopping = threading.Event()
+        self._session: Session | None = None  # the I/O thread's, for ``interrupt``
+        self._fetching = False
         context.register_metric("connector", self.connector_metrics)
+        context.call_each_round(self._round)
         self._thread = threading.Thread(
             target=self._io_loop, name=f"tupletree-{self.connector_name()}", daemon=True
         )
@@ -241,8 +245,6 @@ class BrokerSpout(Spout):
         return self.settles_survive_reconnect or d.epoch == self.epoch
 
     def next_tuple(self) -> None:
-        if self._errors:
-            self._errors.deliver(self.collector)
         retries = self._retries
         if retries and retries[0][0] <= time.monotonic():
             key = heapq.heappop(retries)[2]
@@ -332,7 +334,21 @@ class BrokerSpout(Spout):
 
     def _send(self, action: str, d: Delivery) -> None:
         self._outbound.append((action, d))
-        self._kick.set()
+
+    def _round(self) -> bool:
+        """Once per worker round: hand the I/O thread the settles queued in this round
+        at once (one wake-up per round, not per message, so they go out in batches),
+        interrupting a ``fetch`` that waits if the session can; report its errors."""
+        if self._outbound:
+            self._kick.set()
+            session = self._session
+            if self._fetching and session is not None:
+                interrupt = getattr(session, "interrupt", None)
+                if interrupt is not None:
+                    interrupt()
+        if self._errors:
+            self._errors.deliver(self.collector)
+        return False
 
     def close(self) -> None:
         self._stopping.set()
@@ -365,6 +381,7 @@ class BrokerSpout(Spout):
                 if self.epoch:
                     self.io_counts["reconnects"] += 1
                 self.epoch += 1
+                self._session = session
                 failures = 0
             actions: list[tuple[str, Delivery]] = []
             try:
@@ -378,7 +395,11 @@ class BrokerSpout(Spout):
                     actions = []
                 room = self.buffer_size - len(self._inbound)  # type: ignore[operator]
                 if room > 0:
-                    got = session.fetch(min(room, FETCH_BATCH), POLL_SECS)
+                    self._fetching = True
+                    try:
+                        got = session.fetch(min(room, FETCH_BATCH), POLL_SECS)
+                    finally:
+                        self._fetching = False
                     if got:
                         self._buffer(got)
                 else:
@@ -388,8 +409,10 @@ class BrokerSpout(Spout):
                 if actions and self.settles_survive_reconnect:
                     self._outbound.extendleft(reversed(actions))
                 self._errors.post(exc)
+                self._session = None
                 close_quietly(session)
                 session = None
+        self._session = None
         if session is not None:
             self._settle_last(session)
             close_quietly(session)
