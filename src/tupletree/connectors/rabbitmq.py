@@ -76,6 +76,9 @@ class _SpoutSession:
             _check_queue(self.channel, spout.queue, name, address)
             self.channel.basic_qos(prefetch_count=spout.prefetch)
             self.got: list[Delivery] = []
+            # Tags delivered on this channel and not settled yet, and the highest tag.
+            self.unsettled: set[int] = set()
+            self.last_tag = 0
             self.channel.basic_consume(spout.queue, self._on_message, auto_ack=False)
             self.dead_channel: Any = None
         except Exception:
@@ -84,6 +87,8 @@ class _SpoutSession:
 
     def _on_message(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
         tag = method.delivery_tag
+        self.unsettled.add(tag)
+        self.last_tag = tag
         self.got.append(Delivery((self.epoch, tag), body, self.epoch, method.redelivered, tag))
 
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
@@ -102,15 +107,30 @@ class _SpoutSession:
 
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:
         channel = self.channel
+        acks: list[int] = []
         for action, d in actions:
             if action == ACK:
-                channel.basic_ack(d.handle)
+                acks.append(d.handle)
             elif action == DEAD:
                 if self.spout.dead_letter is None:
                     channel.basic_reject(d.handle, requeue=False)
                 else:
                     self._publish_dead(d)
                     channel.basic_ack(d.handle)
+                self.unsettled.discard(d.handle)
+        if not acks:
+            return
+        unsettled = self.unsettled
+        unsettled.difference_update(acks)
+        # Every tag below the lowest one still unsettled is settled now: one ack with
+        # ``multiple`` covers those of this batch (tags delivered in order, from 1).
+        below = min(unsettled) if unsettled else self.last_tag + 1
+        prefix = [tag for tag in acks if tag < below]
+        if prefix:
+            channel.basic_ack(max(prefix), multiple=True)
+        for tag in acks:
+            if tag >= below:
+                channel.basic_ack(tag)
 
     def _publish_dead(self, d: Delivery) -> None:
         if self.dead_channel is None:
