@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import shutil
 import subprocess
 import threading
@@ -88,10 +89,9 @@ def drain(channel: Any, queue: str) -> list[str]:
         if method is None:
             return out
         out.append(body.decode())
-        try:
+        # If its channel was closed under it, the broker gives it back: seen twice.
+        with contextlib.suppress(pika.exceptions.AMQPError):
             channel.basic_ack(method.delivery_tag)
-        except pika.exceptions.AMQPError:
-            pass  # its channel was closed under it: the broker gives it back
 
 
 def ready(channel: Any, queue: str) -> int:
