@@ -30,11 +30,12 @@ Contract, for a broker's subclass:
 - Threads: ``open`` starts one I/O thread per task, which alone owns the broker client.
   The worker's thread never calls the broker: ``next_tuple`` pops a ``Delivery`` from
   the inbound buffer (at most ``buffer_size`` deliveries: the I/O thread fetches only
-  what fits) and ``ack``/``fail``/``reset_timeout`` append ``(action, delivery)`` to
-  the outbound queue, which the I/O thread settles at its next turn (woken once per
-  worker round that queued any; a turn waits at most ``POLL_SECS`` in ``fetch``). The I/O thread wakes the worker when it buffers
-  deliveries. ``close`` stops the thread; nothing acknowledged is lost, and whatever was
-  delivered and not acknowledged stays with the broker, which delivers it again.
+  what fits) and ``ack``/``fail``/``reset_timeout`` append ``(action, delivery)`` to the
+  outbound queue, which the I/O thread settles at its next turn (woken once per worker
+  round that queued any; a turn waits at most ``POLL_SECS`` in ``fetch``). The I/O
+  thread wakes the worker when it buffers deliveries. ``close`` stops the thread;
+  nothing acknowledged is lost, and whatever was delivered and not acknowledged stays
+  with the broker, which delivers it again.
 - The subclass implements ``connect(epoch) -> Session`` (called on the I/O thread,
   again after any failure), ``address()`` (for messages, no password), ``leases(conf)``
   (the broker's leases the message timeout must stay under) and sets
@@ -44,14 +45,14 @@ Contract, for a broker's subclass:
   settles and replays are dropped and counted as ``stale``).
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
   ``timeout``; a session may have ``interrupt()``, which the worker's thread calls to
-  end a waiting ``fetch`` early when settles are queued), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
-  ACK acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
-  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH,
-  sent for a bolt's ``reset_timeout`` and when a replay is emitted, renews the lease)
-  and ``close()``. A session that raises is closed and replaced; when settles survive
-  a reconnect, the actions it was given are settled again by the next session
-  (acknowledging twice is harmless), else dropped. On ``close`` the settles still
-  queued are sent before the session closes.
+  end a waiting ``fetch`` early when settles are queued), ``settle(actions)`` (each
+  ``(ACK | RETRY | DEAD | TOUCH, delivery)``: ACK acknowledges; RETRY says the spout
+  will replay it after a backoff (keep its lease fresh); DEAD writes the body to the
+  dead letter, if any, then acknowledges; TOUCH, sent for a bolt's ``reset_timeout`` and
+  when a replay is emitted, renews the lease) and ``close()``. A session that raises is
+  closed and replaced; when settles survive a reconnect, the actions it was given are
+  settled again by the next session (acknowledging twice is harmless), else dropped. On
+  ``close`` the settles still queued are sent before the session closes.
 """
 
 from __future__ import annotations
