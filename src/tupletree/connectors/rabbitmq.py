@@ -330,9 +330,7 @@ class ConfirmingPublisher:
             self.tag += 1
             props = pika.BasicProperties(delivery_mode=2, message_id=str(self.tag))
             self.outstanding[self.tag] = index
-            self.channel.basic_publish(
-                self.exchange, self.routing_key, body, props, mandatory=True
-            )
+            self.channel.basic_publish(self.exchange, self.routing_key, body, props, mandatory=True)
         self._run_until(lambda: not self.outstanding, self.timeout)
         if self.outstanding:
             raise _connector_error(
