@@ -23,6 +23,7 @@ class FakeBroker:
         self.epoch_alive = 0
         self.down = False
         self.refuse: set[bytes] = set()
+        self.idle_wait = 0.005  # how long a fetch with nothing to give waits
         self.sink_gate = threading.Event()  # writes wait until it is set
         self.sink_gate.set()
 
@@ -59,7 +60,7 @@ class FakeSession:
                 b.unacked[(self.epoch, self.tag)] = body
                 out.append(Delivery((self.epoch, self.tag), body, self.epoch, redelivered))
         if not out:
-            threading.Event().wait(min(timeout, 0.005))
+            threading.Event().wait(b.idle_wait)
         return out
 
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:

@@ -108,6 +108,21 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
     assert not any("another channel" in e for e in errors)
 
 
+def test_settles_still_queued_when_the_topology_is_killed_are_sent() -> None:
+    """The last acks wait while the I/O thread's fetch waits (2 s here); killing the
+    topology then must still send them, not leave them with the broker."""
+    name, broker = fake([f"m{i}".encode() for i in range(50)])
+    broker.idle_wait = 2.0
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name))
+    b.set_bolt("work", ResetThenAck()).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        until(lambda: connector_totals(cluster.metrics("t")["src"]).get("acked") == 50)
+        assert broker.unacked, "the acks were all sent already: the kill came too late"
+    assert not broker.ready and not broker.unacked
+
+
 class ResetThenAck(Bolt):
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
