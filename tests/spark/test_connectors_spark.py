@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
+from tests.connectors.support import until
 
 from tupletree import BasicBolt, Config, TopologyBuilder
 from tupletree.connectors import RetryPolicy, connector_totals
@@ -38,14 +39,6 @@ class SlowPass(BasicBolt):
         collector.emit([tup[0]])
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
-
-
 def topology(spout: Any, sink: Any) -> Any:
     b = TopologyBuilder()
     b.set_spout("source", spout, parallelism=2)
@@ -55,10 +48,12 @@ def topology(spout: Any, sink: Any) -> Any:
 
 
 def kill_a_worker_midway(cluster: SparkCluster, name: str, written: Any) -> None:
-    wait_for(lambda: written() >= N // 4, 120, "a quarter of the messages written")
+    assert until(lambda: written() >= N // 4, 120), "a quarter of the messages written"
     victim = cluster.workers(name)[1]
     os.kill(victim.pid, signal.SIGKILL)
-    wait_for(lambda: cluster.workers(name)[1].attempt > victim.attempt, 90, "the retried worker")
+    assert until(lambda: cluster.workers(name)[1].attempt > victim.attempt, 90), (
+        "the retried worker"
+    )
 
 
 @pytest.fixture
@@ -97,8 +92,8 @@ def test_redis_stream_source_loses_nothing_when_a_worker_is_killed(
     try:
         cluster.submit_topology("redis-kill", CONF, topology(spout, RedisStreamSink(out, url)))
         kill_a_worker_midway(cluster, "redis-kill", lambda: r.xlen(out))
-        wait_for(lambda: written() == bodies, 180, "every message written")
-        wait_for(lambda: r.xpending(src, "g")["pending"] == 0, 60, "nothing pending")
+        assert until(lambda: written() == bodies, 180), "every message written"
+        assert until(lambda: r.xpending(src, "g")["pending"] == 0, 60), "nothing pending"
         totals = connector_totals(cluster.metrics("redis-kill")["source"])
         assert totals["redelivered"] > 0, "nothing came back through the broker: the kill missed"
         cluster.kill_topology("redis-kill")
@@ -135,7 +130,7 @@ def test_rabbitmq_source_loses_nothing_when_a_worker_is_killed(cluster: SparkClu
         topology_ = topology(RabbitMQSpout(src, url), RabbitMQSink(out, url))
         cluster.submit_topology("rabbit-kill", CONF, topology_)
         kill_a_worker_midway(cluster, "rabbit-kill", lambda: len(drain()))
-        wait_for(lambda: drain() == {f"m{i}" for i in range(N)}, 180, "every message written")
+        assert until(lambda: drain() == {f"m{i}" for i in range(N)}, 180), "every message written"
         totals = connector_totals(cluster.metrics("rabbit-kill")["source"])
         assert totals["redelivered"] > 0, "nothing came back through the broker: the kill missed"
         cluster.kill_topology("rabbit-kill")
