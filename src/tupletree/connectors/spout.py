@@ -382,6 +382,8 @@ class BrokerSpout(Connector, Spout):
             except Exception as exc:
                 if actions and self.settles_survive_reconnect:
                     self._outbound.extendleft(reversed(actions))
+                elif actions:  # their deliveries die with this session: never resent
+                    self.io_counts["stale_settles"] += len(actions)
                 self._errors.post(exc)
                 self._session = None
                 close_quietly(session)
