@@ -123,6 +123,9 @@ class SpoutExecutor(Executor):
         # Called with (self, [(root, msg_id, emitted_at), ...]) as trees time out
         # (runtime/stalls.py: where they stalled).
         self.on_timeout: Callable[[Any, list[Any]], None] | None = None
+        # Told when a bolt resets a tree's timeout, so a broker spout can renew the
+        # message's lease at the broker (Spout.reset_timeout).
+        self._on_reset: Any = getattr(spout, "reset_timeout", None)
 
     def connect(self, wiring: TaskWiring) -> SpoutOutputCollector:
         self.collector = SpoutOutputCollector(wiring, self)
@@ -202,7 +205,11 @@ class SpoutExecutor(Executor):
         for _ in range(n):
             outcome, root = inbox.popleft()
             if outcome == RESET_TIMEOUT:
-                pending.reset(root)
+                if pending.reset(root) and self._on_reset is not None:
+                    try:
+                        self._on_reset(pending.msg_id(root))
+                    except BaseException as exc:  # user code: never the worker's end
+                        self.report(exc, "reset_timeout")
                 continue
             entry = pending.settle(root)
             if entry is None:
