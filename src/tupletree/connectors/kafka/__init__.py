@@ -1,0 +1,1 @@
+"""Kafka: KafkaSpout (storm-kafka-client's semantics) and KafkaSink (confluent-kafka)."""
