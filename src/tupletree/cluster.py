@@ -13,6 +13,16 @@ from tupletree.config import validate
 from tupletree.topology.builder import require_topology
 
 
+def check_components(topology: Any, conf: dict[str, Any]) -> None:
+    """Let each component that has ``check_config(conf, component_id)`` check its own
+    config at submit (a broker connector: its lease against the message timeout, the
+    broker reachable); what it raises names the component and the key to change."""
+    for cid, spec in topology.components.items():
+        check = getattr(spec.obj, "check_config", None)
+        if check is not None:
+            check({**conf, **spec.conf}, cid)
+
+
 class ClusterBase:
     def __init__(
         self,
@@ -43,7 +53,9 @@ class ClusterBase:
             raise ValueError(f"a topology named {name!r} is already running")
         if self._drpc is not None:
             conf = self._drpc.topology_conf(conf)
-        return validate(conf)
+        full = validate(conf)
+        check_components(topology, full)
+        return full
 
     def _stop_drpc(self) -> None:
         if self._drpc is not None:

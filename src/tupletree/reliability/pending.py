@@ -37,6 +37,11 @@ class SpoutPending:
         self._map.put_new(root, entry)
         return True
 
+    def msg_id(self, root: Id) -> Any:
+        """The msg id of a pending tree (None if it is not pending)."""
+        entry = self._map.get(root)
+        return None if entry is None else entry[0]
+
     def rotate(self) -> list[tuple[Id, Any]]:
         """Expire the oldest cohort: ``[(root, msg_id), ...]`` timed out."""
         return [(root, entry[0]) for root, entry in self._map.rotate().items()]

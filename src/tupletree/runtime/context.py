@@ -46,6 +46,7 @@ class TopologyContext:
         self.conf = conf
         self.topology_name = topology_name
         self.custom_metrics: dict[str, Any] = {}
+        self.round_hooks: list[Any] = []
         self._wakeup = wakeup
 
     def wakeup(self) -> None:
@@ -54,6 +55,15 @@ class TopologyContext:
         so the worker does not sleep out its idle pause first."""
         if self._wakeup is not None:
             self._wakeup()
+
+    def call_each_round(self, fn: Any) -> None:
+        """Call ``fn()`` on this task's thread once in every round of its worker, busy or
+        idle (an idle worker runs a round at least every millisecond or so, and at once
+        after ``wakeup``). For work another thread finishes that must be settled on the
+        task's own thread, e.g. a sink acking the writes its broker confirmed. ``fn``
+        returns True when it did something; it must be cheap when there is nothing to
+        do. What it raises is reported like an error in ``execute``."""
+        self.round_hooks.append(fn)
 
     def register_metric(self, name: str, fn: Any) -> None:
         """Report ``fn()`` under ``metrics(topology)[component]["custom"][name][task]``

@@ -96,6 +96,9 @@ class SpoutExecutor(Executor):
         self.metrics.latency = LatencyHistogram()
         self._now = now
         self.collector: SpoutOutputCollector | None = None
+        # Told when a bolt resets a tree's timeout, so a broker spout can renew the
+        # message's lease at the broker (Spout.reset_timeout).
+        self._on_reset: Any = getattr(spout, "reset_timeout", None)
 
     def snapshot(self) -> dict[str, Any]:
         snap = super().snapshot()
@@ -153,7 +156,11 @@ class SpoutExecutor(Executor):
         for _ in range(n):
             outcome, root = inbox.popleft()
             if outcome == RESET_TIMEOUT:
-                pending.reset(root)
+                if pending.reset(root) and self._on_reset is not None:
+                    try:
+                        self._on_reset(pending.msg_id(root))
+                    except Exception as exc:
+                        self.report(exc, "reset_timeout")
                 continue
             entry = pending.settle(root)
             if entry is None:

@@ -162,6 +162,8 @@ class Worker:
         # Set by whoever drives the worker: interrupts its idle wait (any thread).
         self.wake: Callable[[], None] | None = None
         self._timers: list[_Timer] = []
+        # (executor, fn) for each TopologyContext.call_each_round of a local task.
+        self._round_hooks: list[tuple[Executor, Callable[[], Any]]] = []
         self._seed = seed
         self.acker_tasks = self.layout.component_to_tasks.get(ACKER_COMPONENT, [])
 
@@ -263,6 +265,7 @@ class Worker:
                     freq = conf.get(key)
                     if freq:
                         self._add_timer(now, freq, self._ticker(ex, freq, source))
+            self._round_hooks.extend((ex, fn) for fn in context.round_hooks)
         if active:
             self.activate()
 
@@ -332,6 +335,18 @@ class Worker:
                 progressed = True
             if ex.can_poll() and not self._backpressured() and ex.poll(self.spout_calls):
                 progressed = True
+        if self._round_hooks and self._run_round_hooks():
+            progressed = True
+        return progressed
+
+    def _run_round_hooks(self) -> bool:
+        progressed = False
+        for ex, fn in self._round_hooks:
+            if ex.call(fn, where="round hook"):
+                progressed = True
+                if isinstance(ex, BoltExecutor):
+                    assert ex.collector is not None
+                    ex.collector.flush()  # the acks the hook made, as after a batch
         return progressed
 
     def _backpressured(self) -> bool:

@@ -4,7 +4,8 @@ Lifecycle contracts (what the runtime calls, in order), per task:
 
 - Spout: ``open(conf, context, collector)``; then, while active, ``next_tuple()`` is
   called repeatedly, interleaved with ``ack(msg_id)`` / ``fail(msg_id)`` for the tuples
-  this very task emitted; ``activate()`` / ``deactivate()`` when the topology is
+  this very task emitted (and ``reset_timeout(msg_id)`` when a bolt resets the timeout
+  of one's tree); ``activate()`` / ``deactivate()`` when the topology is
   (de)activated; ``close()`` when it is killed (best effort, as in Storm).
 - Bolt: ``prepare(conf, context, collector)``; then ``execute(tup)`` per input tuple; the
   bolt must ``collector.ack(tup)`` or ``collector.fail(tup)`` each of them, now or later;
@@ -109,6 +110,10 @@ class Spout(_Component):
 
     def fail(self, msg_id: Any) -> None:
         pass
+
+    def reset_timeout(self, msg_id: Any) -> None:
+        """A bolt called ``reset_timeout`` on a tuple of this message's tree (a broker
+        spout renews the message's lease at the broker here)."""
 
     def activate(self) -> None:
         pass

@@ -1,0 +1,402 @@
+"""BrokerSpout: what every broker spout shares (DESIGN.md "Connectors").
+
+Contract, for users of a broker spout:
+
+- The broker keeps a message until the spout acknowledges it, and the spout does so
+  only when the message's tuple tree completed (``ack``) or when it gave up on it:
+  after more than ``retry.max_retries`` failures it writes the message to
+  ``dead_letter`` (a destination of the same broker) and then acknowledges it; with no
+  dead letter it logs and reports the message, and acknowledges it. A failed message is
+  replayed by the spout after ``retry.delay(failures)`` seconds, with the same msg id.
+- The spout emits one field, ``message``: the body decoded as UTF-8 text. ``fields``
+  and ``decode`` (raw bytes -> list of values) change that; a body ``decode`` rejects is
+  reported and dead-lettered at once (replaying it cannot help).
+- ``metrics(topology)[component]["custom"]["connector"][task]`` counts, per task:
+  received (deliveries emitted the first time), acked, failed, retried, dead_lettered,
+  redelivered (deliveries the broker marked as delivered before), stale (settles
+  dropped because the broker had already taken the message back), reconnects, plus the
+  gauges held (delivered, not settled) and buffered. ``connector_totals`` sums them.
+- At submit, ``check_config`` refuses a message timeout the broker's lease would not
+  outlive (a tree may stay pending up to twice ``topology.message.timeout.secs``) and,
+  unless ``check_at_submit=False``, connects once: an unreachable broker, bad
+  credentials or a missing queue/stream/group raise ConnectorError there. While running,
+  the same troubles are reported in ``cluster.errors(name)`` and the spout reconnects,
+  paced by ``reconnect``.
+
+Contract, for a broker's subclass:
+
+- Threads: ``open`` starts one I/O thread per task, which alone owns the broker client.
+  The worker's thread never calls the broker: ``next_tuple`` pops a ``Delivery`` from
+  the inbound buffer (at most ``buffer_size`` deliveries: the I/O thread fetches only
+  what fits) and ``ack``/``fail``/``reset_timeout`` append ``(action, delivery)`` to
+  the outbound queue, which the I/O thread settles at its next turn (a turn waits at
+  most ``POLL_SECS`` in ``fetch``). The I/O thread wakes the worker when it buffers
+  deliveries. ``close`` stops the thread; nothing acknowledged is lost, and whatever was
+  delivered and not acknowledged stays with the broker, which delivers it again.
+- The subclass implements ``connect(epoch) -> Session`` (called on the I/O thread,
+  again after any failure), ``address()`` (for messages, no password), ``leases(conf)``
+  (the broker's leases the message timeout must stay under) and sets
+  ``settles_survive_reconnect``: whether a settle for a delivery of an earlier session
+  still reaches the message (a Redis entry stays pending in its group: yes; a RabbitMQ
+  delivery tag dies with its channel, whose messages the broker requeues: no, such
+  settles and replays are dropped and counted as ``stale``).
+- A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
+  ``timeout``), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
+  ACK acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
+  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH is a
+  bolt's ``reset_timeout``: renew the lease) and ``close()``. A session that raises is
+  closed and replaced; when settles survive a reconnect, the actions it was given are
+  settled again by the next session (acknowledging twice is harmless), else dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from tupletree.config import Config
+from tupletree.connectors.mailbox import ErrorMailbox, as_connector_error, close_quietly
+from tupletree.connectors.retry import RetryPolicy
+from tupletree.errors import InvalidConfigError
+from tupletree.topology.components import OutputFieldsDeclarer, Spout
+
+log = logging.getLogger("tupletree.connectors")
+
+ACK, RETRY, DEAD, TOUCH = "ack", "retry", "dead", "touch"
+POLL_SECS = 0.05
+FETCH_BATCH = 500
+DEFAULT_BUFFER = 1000
+RECONNECT = RetryPolicy(initial_delay_secs=0.1, max_delay_secs=5.0)
+
+# Each counter is written by one thread only: the worker's, or the I/O thread's.
+SPOUT_COUNTERS = ("received", "acked", "failed", "retried", "dead_lettered", "stale")
+IO_COUNTERS = ("redelivered", "reconnects")
+
+
+class Delivery:
+    """One message as the broker delivered it: ``key`` (the msg id: what the broker
+    needs to settle it, hashable), ``body`` (bytes), ``epoch`` (the session that
+    delivered it), ``redelivered`` (the broker says it delivered it before) and
+    ``handle`` (anything else the broker's session needs)."""
+
+    __slots__ = ("body", "epoch", "failures", "handle", "key", "redelivered")
+
+    def __init__(
+        self, key: Any, body: bytes, epoch: int, redelivered: bool = False, handle: Any = None
+    ) -> None:
+        self.key = key
+        self.body = body
+        self.epoch = epoch
+        self.redelivered = redelivered
+        self.handle = handle
+        self.failures = 0
+
+    def __repr__(self) -> str:
+        return f"Delivery({self.key!r}, failures={self.failures})"
+
+
+class Session(Protocol):
+    def fetch(self, max_messages: int, timeout: float) -> list[Delivery]: ...
+
+    def settle(self, actions: list[tuple[str, Delivery]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def check_lease(
+    connector: str, conf: dict[str, Any], key: str, lease_secs: float | None, what: str
+) -> None:
+    """Raise InvalidConfigError unless every tree times out before ``lease_secs``: a
+    tree stays pending up to twice the message timeout (two rotating buckets)."""
+    if lease_secs is None:
+        return
+    timeout_key = Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS
+    timeout = conf[timeout_key]
+    if not conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]:
+        raise InvalidConfigError(
+            f"{connector}: message timeouts are off ({Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS!r}"
+            f" is False), so a stalled tree would outlive {what} ({key}={lease_secs} s) and "
+            "the broker would deliver its message again while it is in flight; turn "
+            f"timeouts on, or raise {key}",
+            key=Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
+            value=False,
+        )
+    if 2 * timeout >= lease_secs:
+        raise InvalidConfigError(
+            f"{connector}: {what} ({key}={lease_secs} s) must exceed twice "
+            f"{timeout_key!r} ({timeout} s): a tree times out between one and two message "
+            f"timeouts, and the broker would deliver a message again while its tree is "
+            f"still pending; lower {timeout_key!r} below {lease_secs / 2} s or raise {key}",
+            key=timeout_key,
+            value=timeout,
+        )
+
+
+class BrokerSpout(Spout):
+    """Base of the broker spouts; see the module docstring for the contract."""
+
+    settles_survive_reconnect = True
+
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        dead_letter: str | None = None,
+        fields: list[str] | None = None,
+        decode: Callable[[bytes], list[Any]] | None = None,
+        buffer_size: int | None = None,
+        reconnect: RetryPolicy | None = None,
+        check_at_submit: bool = True,
+    ) -> None:
+        self.retry = retry if retry is not None else RetryPolicy()
+        if not isinstance(self.retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, got {self.retry!r}")
+        self.dead_letter = dead_letter
+        self.fields = list(fields) if fields is not None else ["message"]
+        self.decode = decode
+        if buffer_size is not None and (not isinstance(buffer_size, int) or buffer_size < 1):
+            raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
+        self.buffer_size = buffer_size
+        self.reconnect = reconnect if reconnect is not None else RECONNECT
+        self.check_at_submit = check_at_submit
+        self.component = "?"
+
+    # -- what a broker provides -------------------------------------------------------
+
+    def connect(self, epoch: int) -> Session:
+        raise NotImplementedError
+
+    def address(self) -> str:
+        raise NotImplementedError
+
+    def leases(self, conf: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+        """``(keyword, seconds or None, what it is)`` for each lease of the broker's
+        that the message timeout must stay under."""
+        return []
+
+    def probe(self) -> None:
+        """Connect once and check what the spout needs; raise ConnectorError."""
+        self.connect(0).close()
+
+    # -- names ------------------------------------------------------------------------
+
+    def connector_name(self) -> str:
+        return f"{type(self).__name__} {self.component!r}"
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        declarer.declare(self.fields)
+
+    # -- submit -----------------------------------------------------------------------
+
+    def check_config(self, conf: dict[str, Any], component: str) -> None:
+        """Called at submit with the component's full config; raises InvalidConfigError
+        or ConnectorError naming the component."""
+        self.component = component
+        for key, lease, what in self.leases(conf):
+            check_lease(self.connector_name(), conf, key, lease, what)
+        if self.check_at_submit:
+            try:
+                self.probe()
+            except Exception as exc:
+                raise as_connector_error(self.connector_name(), self.address(), exc) from exc
+
+    # -- the worker's side ------------------------------------------------------------
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.component = context.component_id
+        self.collector = collector
+        self.context = context
+        max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
+        self.max_pending = max_pending
+        if self.buffer_size is None:
+            self.buffer_size = max_pending or DEFAULT_BUFFER
+        self.counts = dict.fromkeys(SPOUT_COUNTERS, 0)
+        self._held: dict[Any, Delivery] = {}
+        self._retries: list[tuple[float, int, Any]] = []
+        self._seq = 0
+        # Shared with the I/O thread. deque append/popleft are atomic: no lock needed.
+        self._inbound: deque[Delivery] = deque()
+        self._outbound: deque[tuple[str, Delivery]] = deque()
+        self._errors = ErrorMailbox(self.connector_name, self.address)
+        self.io_counts = dict.fromkeys(IO_COUNTERS, 0)
+        self.epoch = 0
+        self._kick = threading.Event()
+        self._stopping = threading.Event()
+        context.register_metric("connector", self.connector_metrics)
+        self._thread = threading.Thread(
+            target=self._io_loop, name=f"tupletree-{self.connector_name()}", daemon=True
+        )
+        self._thread.start()
+
+    def _valid(self, d: Delivery) -> bool:
+        return self.settles_survive_reconnect or d.epoch == self.epoch
+
+    def next_tuple(self) -> None:
+        if self._errors:
+            self._errors.deliver(self.collector)
+        retries = self._retries
+        if retries and retries[0][0] <= time.monotonic():
+            key = heapq.heappop(retries)[2]
+            d = self._held.get(key)
+            if d is not None:
+                if self._valid(d):
+                    self._emit(d)
+                else:  # the broker took it back with its channel: it comes again
+                    del self._held[key]
+                    self.counts["stale"] += 1
+                return
+        try:
+            d = self._inbound.popleft()
+        except IndexError:
+            return
+        if not self._valid(d):
+            self.counts["stale"] += 1
+            return
+        if d.key in self._held:
+            return  # the broker gave us again what we hold (a claim of our own entry)
+        self.counts["received"] += 1
+        self._held[d.key] = d
+        self._emit(d)
+
+    def _emit(self, d: Delivery) -> None:
+        try:
+            values = self.decode(d.body) if self.decode is not None else [d.body.decode()]
+        except Exception as exc:
+            self.collector.report_error(
+                ValueError(
+                    f"{self.connector_name()}: message {d.key!r} cannot be decoded "
+                    f"({type(exc).__name__}: {exc}); dead-lettered without retries"
+                )
+            )
+            self._give_up(d)
+            return
+        self.collector.emit(values, msg_id=d.key)
+
+    def ack(self, msg_id: Any) -> None:
+        d = self._held.pop(msg_id, None)
+        if d is None:
+            return
+        if not self._valid(d):
+            self.counts["stale"] += 1
+            return
+        self.counts["acked"] += 1
+        self._send(ACK, d)
+
+    def fail(self, msg_id: Any) -> None:
+        d = self._held.get(msg_id)
+        if d is None:
+            return
+        self.counts["failed"] += 1
+        d.failures += 1
+        if not self._valid(d):
+            del self._held[msg_id]
+            self.counts["stale"] += 1
+        elif self.retry.exhausted(d.failures):
+            self._give_up(d)
+        else:
+            self.counts["retried"] += 1
+            self._seq += 1
+            due = time.monotonic() + self.retry.delay(d.failures)
+            heapq.heappush(self._retries, (due, self._seq, msg_id))
+            self._send(RETRY, d)
+
+    def _give_up(self, d: Delivery) -> None:
+        self._held.pop(d.key, None)
+        self.counts["dead_lettered"] += 1
+        if self.dead_letter is None:
+            log.error(
+                "%s: message %r failed %d times; acknowledged without a dead letter",
+                self.connector_name(),
+                d.key,
+                d.failures,
+            )
+        self._send(DEAD, d)
+
+    def reset_timeout(self, msg_id: Any) -> None:
+        """A bolt reset the timeout of this message's tree: renew its lease."""
+        d = self._held.get(msg_id)
+        if d is not None and self._valid(d):
+            self._send(TOUCH, d)
+
+    def _send(self, action: str, d: Delivery) -> None:
+        self._outbound.append((action, d))
+        self._kick.set()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._kick.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def connector_metrics(self) -> dict[str, int]:
+        return {
+            **self.counts,
+            **self.io_counts,
+            "held": len(self._held),
+            "buffered": len(self._inbound),
+        }
+
+    # -- the I/O thread ---------------------------------------------------------------
+
+    def _io_loop(self) -> None:
+        session: Session | None = None
+        failures = 0
+        while not self._stopping.is_set():
+            if session is None:
+                try:
+                    session = self.connect(self.epoch + 1)
+                except Exception as exc:
+                    failures += 1
+                    self._errors.post(exc)
+                    self._stopping.wait(self.reconnect.delay(failures))
+                    continue
+                if self.epoch:
+                    self.io_counts["reconnects"] += 1
+                self.epoch += 1
+                failures = 0
+            actions: list[tuple[str, Delivery]] = []
+            try:
+                out = self._outbound
+                while out:
+                    actions.append(out.popleft())
+                if actions:
+                    session.settle(actions)
+                    actions = []
+                room = self.buffer_size - len(self._inbound)  # type: ignore[operator]
+                if room > 0:
+                    got = session.fetch(min(room, FETCH_BATCH), POLL_SECS)
+                    if got:
+                        self._buffer(got)
+                else:
+                    self._kick.wait(POLL_SECS)
+                    self._kick.clear()
+            except Exception as exc:
+                if actions and self.settles_survive_reconnect:
+                    self._outbound.extendleft(reversed(actions))
+                self._errors.post(exc)
+                close_quietly(session)
+                session = None
+        if session is not None:
+            close_quietly(session)
+
+    def _buffer(self, got: list[Delivery]) -> None:
+        for d in got:
+            if d.redelivered:
+                self.io_counts["redelivered"] += 1
+        self._inbound.extend(got)
+        self.context.wakeup()
+
+
+def connector_totals(component_metrics: dict[str, Any]) -> dict[str, int]:
+    """Sum a connector's per-task counts: ``connector_totals(metrics[component])``."""
+    per_task = component_metrics.get("custom", {}).get("connector", {})
+    out: dict[str, int] = {}
+    for counts in per_task.values():
+        for name, value in (counts or {}).items():
+            out[name] = out.get(name, 0) + value
+    return out

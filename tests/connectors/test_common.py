@@ -1,0 +1,218 @@
+"""The machinery every broker connector shares, against an in-memory broker with
+RabbitMQ's delivery semantics (tests/connectors/fake_broker.py)."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.connectors.fake_broker import BROKERS, FakeBroker, FakeSink, FakeSpout
+from tupletree import BasicBolt, Bolt, FailedException, LocalCluster, TopologyBuilder
+from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
+from tupletree.errors import InvalidConfigError
+
+CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 50}
+
+
+def until(cond: Callable[[], bool], secs: float = 30.0) -> bool:
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def fake(bodies: list[bytes]) -> tuple[str, FakeBroker]:
+    name = uuid.uuid4().hex
+    BROKERS[name] = FakeBroker(bodies)
+    return name, BROKERS[name]
+
+
+class FailAFifth(BasicBolt):
+    outputs = ["message"]
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.rng = random.Random(7)
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[0] == "poison" or self.rng.random() < 0.2:
+            raise FailedException("unlucky")
+        collector.emit([tup[0]])
+
+
+def topology(spout: Any, sink: Any = None) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("work", FailAFifth()).shuffle_grouping("src")
+    if sink is not None:
+        b.set_bolt("sink", sink).shuffle_grouping("work")
+    return b.create_topology()
+
+
+def test_every_message_is_acked_at_the_source_and_written_once_confirmed() -> None:
+    """Failed trees are replayed by the spout; the sink acks only confirmed writes; at the
+    end the broker holds nothing unacknowledged and every body was written."""
+    bodies = [f"m{i}".encode() for i in range(300)]
+    name, broker = fake(bodies)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(FakeSpout(name), FakeSink(name)))
+        assert until(lambda: not broker.ready and not broker.unacked)
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["acked"] == 300)
+        counts = connector_totals(cluster.metrics("t")["src"])
+        assert cluster.errors("t") == []
+    assert set(broker.written) == set(bodies)
+    assert counts["retried"] == counts["failed"] > 0
+    assert counts["received"] == 300 and counts["dead_lettered"] == 0
+
+
+def test_a_message_that_always_fails_is_dead_lettered_after_max_retries() -> None:
+    name, broker = fake([b"a", b"poison", b"b"])
+    spout = FakeSpout(name, retry=RetryPolicy(max_retries=2, initial_delay_secs=0.01))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(spout))
+        assert until(lambda: not broker.ready and not broker.unacked)
+        counts = connector_totals(cluster.metrics("t")["src"])
+    assert broker.dead == [b"poison"]
+    assert counts["dead_lettered"] == 1
+    # Each of its 3 deliveries failed: the first and max_retries (2) replays.
+    assert counts["acked"] == 2
+
+
+def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> None:
+    """The broker takes back what a dropped connection held; the spout must not ack or
+    replay those deliveries (the fake broker asserts no settle crosses channels)."""
+    bodies = [f"m{i}".encode() for i in range(400)]
+    name, broker = fake(bodies)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(FakeSpout(name), FakeSink(name)))
+        assert until(lambda: len(broker.written) > 50)
+        broker.drop_connections()
+        assert until(lambda: not broker.ready and not broker.unacked)
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["held"] == 0)
+        counts = connector_totals(cluster.metrics("t")["src"])
+        errors = cluster.errors("t")
+    assert set(broker.written) == set(bodies)
+    assert counts["reconnects"] >= 1 and counts["redelivered"] > 0
+    assert any("fake://" in e and "connection closed by the broker" in e for e in errors)
+    assert not any("another channel" in e for e in errors)
+
+
+class ResetThenAck(Bolt):
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.reset_timeout(tup)
+        self.collector.ack(tup)
+
+
+def test_a_bolts_reset_timeout_renews_the_lease_at_the_broker() -> None:
+    name, broker = fake([b"a", b"b"])
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name))
+    b.set_bolt("work", ResetThenAck()).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: not broker.ready and not broker.unacked)
+    assert broker.touched == 2
+
+
+def test_a_message_timeout_the_lease_would_not_outlive_is_refused_at_submit() -> None:
+    name, _ = fake([])
+    with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
+        cluster.submit_topology("t", CONF, topology(FakeSpout(name, lease_secs=10)))
+    assert err.value.key == "topology.message.timeout.secs"
+    assert "'src'" in str(err.value) and "lease_secs" in str(err.value)
+
+
+def test_an_unreachable_broker_is_refused_at_submit_naming_it() -> None:
+    name, broker = fake([])
+    broker.down = True
+    with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
+        cluster.submit_topology("t", CONF, topology(FakeSpout(name)))
+    assert err.value.address == f"fake://{name}"
+    assert "FakeSpout 'src'" in str(err.value) and "connection refused" in str(err.value)
+
+
+def test_a_broker_down_while_running_is_reported_and_reconnected() -> None:
+    name, broker = fake([b"a"])
+    broker.down = True
+    spout = FakeSpout(name, check_at_submit=False)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(spout))
+        assert until(lambda: any("connection refused" in e for e in cluster.errors("t")))
+        broker.down = False
+        assert until(lambda: not broker.ready and not broker.unacked)
+
+
+def test_a_refused_write_fails_its_input_which_is_replayed() -> None:
+    """The sink fails an input whose write the broker refused: the spout replays it."""
+    name, broker = fake([b"a", b"b"])
+    broker.refuse = {b"b"}
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name, retry=RetryPolicy(max_retries=1)))
+    b.set_bolt("sink", FakeSink(name)).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: not broker.ready and not broker.unacked)
+        sink = connector_totals(cluster.metrics("t")["sink"])
+        errors = cluster.errors("t")
+    assert broker.written == [b"a"]
+    assert broker.dead == [b"b"]
+    assert sink["refused"] == 2 and sink["written"] == 1
+    assert any("refused by the fake broker" in e for e in errors)
+
+
+def test_an_undecodable_body_is_dead_lettered_at_once() -> None:
+    name, broker = fake([b"\xff\xfe", b"ok"])
+    with LocalCluster() as cluster:
+        b = TopologyBuilder()
+        b.set_spout("src", FakeSpout(name))
+        b.set_bolt("work", ResetThenAck()).shuffle_grouping("src")
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: not broker.ready and not broker.unacked)
+        errors = cluster.errors("t")
+    assert broker.dead == [b"\xff\xfe"]
+    assert any("cannot be decoded" in e for e in errors)
+
+
+@given(
+    st.integers(0, 10) | st.none(),
+    st.floats(0, 5),
+    st.floats(0, 100),
+    st.lists(st.integers(1, 200), min_size=2, max_size=10),
+)
+def test_retry_delays_grow_and_stay_capped(
+    max_retries: int | None, initial: float, extra: float, failures: list[int]
+) -> None:
+    policy = RetryPolicy(max_retries, initial, initial + extra)
+    delays = [policy.delay(n) for n in sorted(failures)]
+    assert delays == sorted(delays)
+    assert all(0 <= d <= policy.max_delay_secs for d in delays)
+    assert policy.delay(1) == initial
+    for n in failures:
+        assert policy.exhausted(n) == (max_retries is not None and n > max_retries)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_retries": -1},
+        {"initial_delay_secs": float("nan")},
+        {"max_delay_secs": -1},
+        {"initial_delay_secs": 5, "max_delay_secs": 1},
+        {"max_retries": True},
+    ],
+)
+def test_a_bad_retry_policy_is_refused_naming_the_keyword(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        RetryPolicy(**kwargs)
+    assert err.value.key in kwargs
