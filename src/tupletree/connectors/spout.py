@@ -47,6 +47,10 @@ Contract, for a broker's subclass:
   bolt's ``reset_timeout``: renew the lease) and ``close()``. A session that raises is
   closed and replaced; when settles survive a reconnect, the actions it was given are
   settled again by the next session (acknowledging twice is harmless), else dropped.
+- A broker that can delay a redelivery itself sets ``broker_redelivers``: a failed
+  message is then not held for a replay; its RETRY settle asks the broker to deliver it
+  again after ``retry.delay(d.failures)``, and its session sets ``Delivery.failures``
+  from the broker's delivery count (so the count survives a restart of the worker).
 """
 
 from __future__ import annotations
@@ -141,6 +145,11 @@ class BrokerSpout(Spout):
     """Base of the broker spouts; see the module docstring for the contract."""
 
     settles_survive_reconnect = True
+    # False: the spout replays a failed message itself after its backoff. True: the
+    # broker does (JetStream's nak with a delay); the session's RETRY settle asks it to
+    # after ``retry.delay(d.failures)``, and sets ``failures`` of what it fetches from
+    # the broker's own delivery count.
+    broker_redelivers = False
 
     def __init__(
         self,
@@ -300,9 +309,14 @@ class BrokerSpout(Spout):
             self._give_up(d)
         else:
             self.counts["retried"] += 1
-            self._seq += 1
-            due = time.monotonic() + self.retry.delay(d.failures)
-            heapq.heappush(self._retries, (due, self._seq, msg_id))
+            if self.broker_redelivers:
+                # The broker delivers it again once the backoff passed (the session
+                # asks it to with the RETRY settle): nothing to hold until then.
+                del self._held[msg_id]
+            else:
+                self._seq += 1
+                due = time.monotonic() + self.retry.delay(d.failures)
+                heapq.heappush(self._retries, (due, self._seq, msg_id))
             self._send(RETRY, d)
 
     def _give_up(self, d: Delivery) -> None:

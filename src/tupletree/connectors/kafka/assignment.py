@@ -44,7 +44,7 @@ def start_offset(strategy: str, committed: int | None, committed_by_this_run: bo
         raise ValueError(
             f"first_poll must be one of {', '.join(FIRST_POLL_STRATEGIES)}, got {strategy!r}"
         )
-    if committed is not None and committed >= 0:
-        if committed_by_this_run or strategy.startswith("uncommitted_"):
-            return committed
+    resumes = committed_by_this_run or strategy.startswith("uncommitted_")
+    if committed is not None and committed >= 0 and resumes:
+        return committed
     return BEGINNING if strategy.endswith("earliest") else END
