@@ -150,6 +150,10 @@ class BrokerSpout(Spout):
     # after ``retry.delay(d.failures)``, and sets ``failures`` of what it fetches from
     # the broker's own delivery count.
     broker_redelivers = False
+    # False: emit untracked (no msg id, no ack or fail comes back, nothing is held),
+    # for a spout whose processing guarantee does not need the tree (Kafka's
+    # at-most-once and none).
+    tracked = True
 
     def __init__(
         self,
@@ -269,7 +273,8 @@ class BrokerSpout(Spout):
         if d.key in self._held:
             return  # the broker gave us again what we hold (a claim of our own entry)
         self.counts["received"] += 1
-        self._held[d.key] = d
+        if self.tracked:
+            self._held[d.key] = d
         self._emit(d)
 
     def _emit(self, d: Delivery) -> None:
@@ -284,7 +289,7 @@ class BrokerSpout(Spout):
             )
             self._give_up(d)
             return
-        self.collector.emit(values, msg_id=d.key)
+        self.collector.emit(values, msg_id=d.key if self.tracked else None)
 
     def ack(self, msg_id: Any) -> None:
         d = self._held.pop(msg_id, None)

@@ -116,6 +116,11 @@ class PartitionOffsets:
             self._last = offset - 1
 
     @property
+    def last_emitted(self) -> int:
+        """The highest offset emitted (start - 1 before the first)."""
+        return self._last
+
+    @property
     def uncommitted(self) -> int:
         return len(self._emitted)
 
