@@ -3,12 +3,15 @@ under it)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from tests.connectors.support import SlowAcker, until
 from tupletree import BasicBolt, FailedException, LocalCluster, TopologyBuilder
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout, immediate
+from tupletree.errors import InvalidConfigError
 
 
 class FailFirstDelivery(BasicBolt):
@@ -51,4 +54,64 @@ def test_a_failed_write_is_rolled_back(tmp_path: Any) -> None:
         conn.execute("UPDATE messages SET state='done'")
         raise RuntimeError("the body failed")
     assert queue.counts() == {"ready": 1, "leased": 0, "done": 0}
+    queue.close()
+
+
+def _lease_as(queue: SQLiteQueue, ids: list[int], lease: str, leased_at: float) -> None:
+    """Mark messages leased by another spout task, as a dead one would have left them."""
+    with immediate(queue._conn):
+        queue._conn.executemany(
+            "UPDATE messages SET state='leased', lease=?, leased_at=?, deliveries=1 WHERE id=?",
+            [(lease, leased_at, i) for i in ids],
+        )
+
+
+def test_leases_of_a_task_that_never_comes_back_expire(tmp_path: Any) -> None:
+    """Messages leased long ago by a spout task that will not start again (another
+    topology name) are leased again once their visibility timeout passed; those leased
+    just now by a live task are left alone."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    queue.put(f"message {i}" for i in range(30))
+    now = time.time()
+    _lease_as(queue, list(range(1, 11)), "gone/queue/0", now - 3600)
+    _lease_as(queue, list(range(11, 16)), "alive/queue/0", now)
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(path, batch=20, visibility_timeout_secs=60))
+    b.set_bolt("sink", FailFirstDelivery()).shuffle_grouping("queue")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("q", {"topology.message.timeout.secs": 10}, b.create_topology())
+        assert cluster.wait_idle(60)
+    assert queue.counts() == {"ready": 0, "leased": 5, "done": 25}
+    deliveries = queue.deliveries()
+    assert all(deliveries[i] == 3 for i in range(1, 11))  # the dead lease, then 2 here
+    assert all(deliveries[i] == 1 for i in range(11, 16))
+    queue.close()
+
+
+def test_a_visibility_timeout_a_tree_could_outlive_is_refused(tmp_path: Any) -> None:
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(str(tmp_path / "q.db"), visibility_timeout_secs=50))
+    b.set_bolt("sink", FailFirstDelivery()).shuffle_grouping("queue")
+    with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
+        cluster.submit_topology("q", {"topology.message.timeout.secs": 30}, b.create_topology())
+    assert err.value.key == "topology.message.timeout.secs"
+    assert "visibility_timeout_secs" in str(err.value) and "'queue'" in str(err.value)
+
+
+def test_reset_timeout_renews_the_lease(tmp_path: Any) -> None:
+    """A bolt holds the message ~3 s, three times the visibility timeout, resetting its
+    timeout each tick: no other task's lease takes it over (one delivery)."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    queue.put(["slow"])
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(path, visibility_timeout_secs=1.0), parallelism=2)
+    b.set_bolt("slow", SlowAcker(hold_ticks=15)).shuffle_grouping("queue").add_configuration(
+        "topology.tick.tuple.freq.secs", 0.2
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("q", {"topology.message.timeout.secs": 0.4}, b.create_topology())
+        assert until(lambda: queue.counts()["done"] == 1)
+    assert queue.deliveries() == {1: 1}
     queue.close()

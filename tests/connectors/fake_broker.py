@@ -23,6 +23,8 @@ class FakeBroker:
         self.epoch_alive = 0
         self.down = False
         self.refuse: set[bytes] = set()
+        self.sink_gate = threading.Event()  # writes wait until it is set
+        self.sink_gate.set()
 
     def drop_connections(self) -> None:
         """The broker closes every connection: what they held goes back, redelivered."""
@@ -102,6 +104,7 @@ class FakeSinkSession:
         self.broker = broker
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
+        self.broker.sink_gate.wait()
         out: list[str | None] = []
         with self.broker.lock:
             for body in bodies:

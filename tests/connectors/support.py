@@ -1,5 +1,5 @@
-"""What the real-broker tests share: polling with a deadline, the bolt that fails a
-fifth of its inputs, and the spout -> bolt -> sink pipeline of the acceptance tests."""
+"""What the broker tests share: polling with a deadline, and the end-to-end topology
+(a spout, a bolt that fails about a fifth of its inputs at random, a sink)."""
 
 from __future__ import annotations
 
@@ -8,57 +8,81 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tupletree import BasicBolt, FailedException, TopologyBuilder
+from tupletree import BasicBolt, Bolt, FailedException, TopologyBuilder
+from tupletree.topology.builder import Topology
 
+POISON = "poison"
 CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200}
 
 
-def until(cond: Callable[[], Any], secs: float = 60.0) -> bool:
-    """Poll ``cond`` until it is true or ``secs`` passed (a generous deadline: brokers
-    are real here, and the machine is shared)."""
+def until(cond: Callable[[], bool], secs: float = 60.0) -> bool:
+    """Poll ``cond`` until it holds or ``secs`` passed (generous: a loaded machine)."""
     deadline = time.monotonic() + secs
     while time.monotonic() < deadline:
         if cond():
             return True
         time.sleep(0.05)
-    return bool(cond())
+    return cond()
 
 
 class FailAFifth(BasicBolt):
-    """Passes ``message`` on, failing about a fifth of its inputs at random and every
-    input whose message starts with ``poison``."""
+    """Passes each message on, failing about a fifth at random, and every ``poison``."""
 
     outputs = ["message"]
 
-    def __init__(self, seed: int = 7) -> None:
-        self.seed = seed
-
     def prepare(self, conf: dict[str, Any], context: Any) -> None:
-        self.rng = random.Random(self.seed + context.task_id)
+        self.rng = random.Random(context.task_id)
 
     def execute(self, tup: Any, collector: Any) -> None:
-        if tup[0].startswith("poison") or self.rng.random() < 0.2:
-            raise FailedException("unlucky")
+        if tup[0] == POISON or self.rng.random() < 0.2:
+            raise FailedException("failed at random")
         collector.emit([tup[0]])
 
 
+class SlowAcker(Bolt):
+    """Holds each input ``hold_ticks`` tick tuples, resetting its timeout at each tick."""
+
+    outputs: list[str] = []
+
+    def __init__(self, hold_ticks: int) -> None:
+        self.hold_ticks = hold_ticks
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: dict[Any, int] = {}
+
+    def execute(self, tup: Any) -> None:
+        if not tup.is_tick():
+            self.held[tup] = 0
+            return
+        for held in list(self.held):
+            self.held[held] += 1
+            if self.held[held] >= self.hold_ticks:
+                del self.held[held]
+                self.collector.ack(held)
+            else:
+                self.collector.reset_timeout(held)
+
+
 class FailPoison(BasicBolt):
-    """Fails every input whose message starts with ``poison``, passes the others on."""
+    """Fails every ``poison``, passes the other messages on."""
 
     outputs = ["message"]
 
     def execute(self, tup: Any, collector: Any) -> None:
-        if tup[0].startswith("poison"):
+        if tup[0] == POISON:
             raise FailedException("poison")
         collector.emit([tup[0]])
 
 
-def pipeline(spout: Any, sink: Any = None, bolt: Any = None, spouts: int = 1) -> Any:
+def pipeline(
+    spout: Any, sink: Any, workers: int = 1, bolt: Any = None, spouts: int | None = None
+) -> Topology:
+    """spout -> ``bolt`` (FailAFifth by default) -> ``sink`` (None: no sink)."""
     b = TopologyBuilder()
-    b.set_spout("src", spout, parallelism=spouts)
-    b.set_bolt("work", bolt if bolt is not None else FailAFifth(), parallelism=2).shuffle_grouping(
-        "src"
-    )
+    b.set_spout("source", spout, parallelism=spouts or workers)
+    work = bolt if bolt is not None else FailAFifth()
+    b.set_bolt("work", work, parallelism=workers).shuffle_grouping("source")
     if sink is not None:
-        b.set_bolt("sink", sink).shuffle_grouping("work")
+        b.set_bolt("sink", sink, parallelism=workers).shuffle_grouping("work")
     return b.create_topology()

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import time
 import uuid
 from typing import Any
 
 import pytest
 
-from tests.connectors.support import CONF, FailPoison, pipeline, until
-from tupletree import Bolt, LocalCluster
+from tests.connectors.support import CONF, FailPoison, SlowAcker, pipeline, until
+from tupletree import LocalCluster
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
 
@@ -108,10 +107,10 @@ def test_every_message_reaches_the_sink_and_nothing_stays_pending(streams: Strea
     spout = JetStreamSpout(src, "work", SERVER, retry=RetryPolicy(initial_delay_secs=0.01))
     with LocalCluster() as cluster:
         cluster.submit_topology("js", CONF, pipeline(spout, JetStreamSink(out_subject, SERVER)))
-        assert until(lambda: connector_totals(cluster.metrics("js")["src"])["acked"] >= 300)
+        assert until(lambda: connector_totals(cluster.metrics("js")["source"])["acked"] >= 300)
         assert until(lambda: len(streams.bodies(out)) >= 300)
         assert until(lambda: streams.consumer(src, "work").num_ack_pending == 0)
-        counts = connector_totals(cluster.metrics("js")["src"])
+        counts = connector_totals(cluster.metrics("js")["source"])
         sink = connector_totals(cluster.metrics("js")["sink"])
         errors = cluster.errors("js")
     info = streams.consumer(src, "work")
@@ -141,42 +140,16 @@ def test_a_message_that_always_fails_goes_to_the_dead_letter(streams: Streams) -
     )
 
     with LocalCluster() as cluster:
-        cluster.submit_topology("js", CONF, pipeline(spout, bolt=FailPoison()))
+        cluster.submit_topology("js", CONF, pipeline(spout, None, bolt=FailPoison()))
         done = until(lambda: streams.bodies(dead) == [b"poison"])
-        counts = connector_totals(cluster.metrics("js")["src"])
+        counts = connector_totals(cluster.metrics("js")["source"])
         assert done, (counts, cluster.errors("js"))
         assert until(lambda: streams.consumer(src, "work").num_ack_pending == 0)
-        counts = connector_totals(cluster.metrics("js")["src"])
+        counts = connector_totals(cluster.metrics("js")["source"])
     assert counts["dead_lettered"] == 1 and counts["acked"] == 3
     assert counts["failed"] == 3  # the first delivery and max_retries (2) redeliveries
     info = streams.consumer(src, "work")
     assert info.num_pending == 0 and info.num_ack_pending == 0
-
-
-class SlowResetting(Bolt):
-    """Holds each tuple ~3 s (longer than ack_wait) while resetting its timeout."""
-
-    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
-        self.collector = collector
-        self.held: list[tuple[float, Any]] = []
-        self.next_reset = 0.0
-        context.call_each_round(self._tick)
-
-    def execute(self, tup: Any) -> None:
-        self.held.append((time.monotonic() + 3.0, tup))
-
-    def _tick(self) -> bool:
-        now = time.monotonic()
-        if now < self.next_reset:
-            return False
-        self.next_reset = now + 0.2
-        for due, tup in list(self.held):
-            if due <= now:
-                self.held.remove((due, tup))
-                self.collector.ack(tup)
-            else:
-                self.collector.reset_timeout(tup)
-        return True  # the worker flushes what a hook did only when it says so
 
 
 def test_reset_timeout_keeps_the_lease_of_a_slow_tree(streams: Streams) -> None:
@@ -184,12 +157,13 @@ def test_reset_timeout_keeps_the_lease_of_a_slow_tree(streams: Streams) -> None:
     the broker from delivering it again (in-progress renews the lease)."""
     src, _ = streams.add("in", [b"slow"])
     spout = JetStreamSpout(src, "work", SERVER, ack_wait=1.5)
-    conf = {"topology.message.timeout.secs": 0.5}
+    # Held 15 ticks of 0.2 s (3 s, twice ack_wait), its timeout reset at each tick.
+    conf = {"topology.message.timeout.secs": 0.5, "topology.tick.tuple.freq.secs": 0.2}
     with LocalCluster() as cluster:
-        cluster.submit_topology("js", conf, pipeline(spout, bolt=SlowResetting()))
-        done = until(lambda: connector_totals(cluster.metrics("js")["src"])["acked"] == 1, 20)
-        counts = connector_totals(cluster.metrics("js")["src"])
-        assert done, (counts, cluster.metrics("js")["src"], cluster.errors("js"))
+        cluster.submit_topology("js", conf, pipeline(spout, None, bolt=SlowAcker(15)))
+        done = until(lambda: connector_totals(cluster.metrics("js")["source"])["acked"] == 1, 20)
+        counts = connector_totals(cluster.metrics("js")["source"])
+        assert done, (counts, cluster.metrics("js")["source"], cluster.errors("js"))
     assert counts["received"] == 1 and counts["redelivered"] == 0 and counts["failed"] == 0
     assert streams.consumer(src, "work").num_redelivered == 0
 
@@ -200,30 +174,30 @@ def test_a_message_timeout_not_under_ack_wait_is_refused_at_submit(streams: Stre
     src, _ = streams.add("in")
     spout = JetStreamSpout(src, "work", SERVER, ack_wait=8)
     with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
-        cluster.submit_topology("js", CONF, pipeline(spout))
+        cluster.submit_topology("js", CONF, pipeline(spout, None))
     assert err.value.key == "topology.message.timeout.secs"
-    assert "ack_wait" in str(err.value) and "JetStreamSpout 'src'" in str(err.value)
+    assert "ack_wait" in str(err.value) and "JetStreamSpout 'source'" in str(err.value)
 
 
 def test_an_existing_consumers_shorter_ack_wait_is_refused_at_submit(streams: Streams) -> None:
     """The lease that counts is the existing consumer's, not the keyword's."""
     src, _ = streams.add("in")
     with LocalCluster() as cluster:
-        cluster.submit_topology("a", CONF, pipeline(JetStreamSpout(src, "work", SERVER)))
+        cluster.submit_topology("a", CONF, pipeline(JetStreamSpout(src, "work", SERVER), None))
         cluster.kill_topology("a")
         spout = JetStreamSpout(src, "work", SERVER, ack_wait=600)
         conf = {"topology.message.timeout.secs": 40}
         with pytest.raises(InvalidConfigError, match="existing consumer 'work'"):
-            cluster.submit_topology("b", conf, pipeline(spout))
+            cluster.submit_topology("b", conf, pipeline(spout, None))
 
 
 def test_a_missing_stream_is_an_error_naming_connector_address_and_stream(
     streams: Streams,
 ) -> None:
     with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
-        cluster.submit_topology("js", CONF, pipeline(JetStreamSpout("nosuch", "d", SERVER)))
+        cluster.submit_topology("js", CONF, pipeline(JetStreamSpout("nosuch", "d", SERVER), None))
     text = str(err.value)
-    assert "JetStreamSpout 'src'" in text and SERVER in text
+    assert "JetStreamSpout 'source'" in text and SERVER in text
     assert "stream 'nosuch' does not exist" in text
 
 
@@ -236,10 +210,10 @@ def test_an_unreachable_server_is_an_error_naming_connector_address_and_cause() 
     address = f"nats://127.0.0.1:{port}"
     with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
         cluster.submit_topology(
-            "js", CONF, pipeline(JetStreamSpout("s", "d", address, timeout_secs=1))
+            "js", CONF, pipeline(JetStreamSpout("s", "d", address, timeout_secs=1), None)
         )
     assert err.value.address == address
-    assert "JetStreamSpout 'src'" in str(err.value)
+    assert "JetStreamSpout 'source'" in str(err.value)
     assert "ConnectionRefusedError" in str(err.value)
 
 

@@ -104,8 +104,8 @@ def test_every_record_reaches_the_sink_and_the_offsets_are_committed_to_the_end(
     sink = KafkaSink(out, broker.bootstrap_servers)
     with LocalCluster() as cluster:
         cluster.submit_topology("k", CONF, pipeline(spout, sink, spouts=2))
-        assert until(lambda: connector_totals(cluster.metrics("k")["src"])["acked"] >= 300)
-        counts = connector_totals(cluster.metrics("k")["src"])
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["acked"] >= 300)
+        counts = connector_totals(cluster.metrics("k")["source"])
         assert until(lambda: connector_totals(cluster.metrics("k")["sink"])["in_flight"] == 0)
         sink_counts = connector_totals(cluster.metrics("k")["sink"])
         errors = cluster.errors("k")
@@ -134,9 +134,9 @@ def test_a_record_that_always_fails_goes_to_the_dead_letter_topic(broker: LocalK
         dead_letter=dead,
     )
     with LocalCluster() as cluster:
-        cluster.submit_topology("k", CONF, pipeline(spout, bolt=FailPoison()))
-        assert until(lambda: connector_totals(cluster.metrics("k")["src"])["dead_lettered"] == 1)
-        counts = connector_totals(cluster.metrics("k")["src"])
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=FailPoison()))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["dead_lettered"] == 1)
+        counts = connector_totals(cluster.metrics("k")["source"])
         cluster.kill_topology("k")
     assert read_all(broker, dead) == [b"poison"]
     assert counts["acked"] == 3 and counts["failed"] == 3 and counts["retried"] == 2
@@ -163,14 +163,14 @@ def test_a_topology_submitted_again_under_the_same_group_resumes(broker: LocalKa
     key1, key2 = uuid.uuid4().hex, uuid.uuid4().hex
     with LocalCluster() as cluster:
         spout = KafkaSpout(src, "resume", broker.bootstrap_servers)
-        cluster.submit_topology("k", CONF, pipeline(spout, bolt=Record(key1)))
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=Record(key1)))
         assert until(lambda: len(Record.seen[key1]) == 60)
         cluster.kill_topology("k")
         produce(broker, src, [f"new{i}".encode() for i in range(40)])
         spout = KafkaSpout(src, "resume", broker.bootstrap_servers)
-        cluster.submit_topology("k2", CONF, pipeline(spout, bolt=Record(key2)))
+        cluster.submit_topology("k2", CONF, pipeline(spout, None, bolt=Record(key2)))
         assert until(lambda: len(Record.seen[key2]) >= 40)
-        assert until(lambda: connector_totals(cluster.metrics("k2")["src"])["acked"] == 40)
+        assert until(lambda: connector_totals(cluster.metrics("k2")["source"])["acked"] == 40)
     assert sorted(Record.seen[key2]) == sorted(f"new{i}" for i in range(40))
 
 
@@ -184,7 +184,7 @@ def test_first_poll_earliest_ignores_an_earlier_runs_commit(broker: LocalKafkaBr
     with LocalCluster() as cluster:
         for i, (key, first) in enumerate(zip(keys, firsts, strict=True)):
             spout = KafkaSpout(src, "fp", broker.bootstrap_servers, first_poll=first)
-            cluster.submit_topology(f"k{i}", CONF, pipeline(spout, bolt=Record(key)))
+            cluster.submit_topology(f"k{i}", CONF, pipeline(spout, None, bolt=Record(key)))
             assert until(lambda key=key: len(Record.seen[key]) == 10)
             cluster.kill_topology(f"k{i}")
     assert sorted(Record.seen[keys[1]]) == sorted(f"m{i}" for i in range(10))
@@ -196,9 +196,9 @@ def test_first_poll_latest_skips_what_was_written_before(broker: LocalKafkaBroke
     key = uuid.uuid4().hex
     spout = KafkaSpout(src, "fp-latest", broker.bootstrap_servers, first_poll="latest")
     with LocalCluster() as cluster:
-        cluster.submit_topology("k", CONF, pipeline(spout, bolt=Record(key)))
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=Record(key)))
         # The spout's consumer has resolved "latest" once a commit of its position holds.
-        assert until(lambda: connector_totals(cluster.metrics("k")["src"]).get("assigned") == 1)
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"]).get("assigned") == 1)
         produce(broker, src, [b"after"])
         assert until(lambda: Record.seen[key] == ["after"]), Record.seen[key]
 
@@ -220,13 +220,13 @@ def test_a_partition_with_max_uncommitted_offsets_is_paused(broker: LocalKafkaBr
     spout = KafkaSpout(src, "pause", broker.bootstrap_servers, max_uncommitted_offsets=5)
     conf = {"topology.message.timeout.secs": 60}
     with LocalCluster() as cluster:
-        cluster.submit_topology("k", conf, pipeline(spout, bolt=Hold()))
-        assert until(lambda: connector_totals(cluster.metrics("k")["src"])["received"] >= 5)
+        cluster.submit_topology("k", conf, pipeline(spout, None, bolt=Hold()))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["received"] >= 5)
         cluster.wait_idle()
         import time
 
         time.sleep(1.0)  # give a wrong spout time to take more (nothing to poll for)
-        assert connector_totals(cluster.metrics("k")["src"])["received"] == 5
+        assert connector_totals(cluster.metrics("k")["source"])["received"] == 5
 
 
 @pytest.mark.parametrize("guarantee", ["at_most_once", "none"])
@@ -243,10 +243,10 @@ def test_at_most_once_and_none_emit_untracked_and_never_replay(
         commit_period_secs=0.2,
     )
     with LocalCluster() as cluster:
-        cluster.submit_topology("k", CONF, pipeline(spout, bolt=FailPoison()))
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=FailPoison()))
         assert until(lambda: committed(broker, src, "g-" + guarantee, 1) == ends)
         cluster.wait_idle()
-        counts = connector_totals(cluster.metrics("k")["src"])
+        counts = connector_totals(cluster.metrics("k")["source"])
     assert counts["received"] == 3 and counts["failed"] == 0 and counts["held"] == 0
 
 
@@ -255,9 +255,9 @@ def test_a_missing_topic_is_an_error_naming_connector_address_and_topic(
 ) -> None:
     with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
         spout = KafkaSpout("no-such-topic", "g", broker.bootstrap_servers)
-        cluster.submit_topology("k", CONF, pipeline(spout))
+        cluster.submit_topology("k", CONF, pipeline(spout, None))
     text = str(err.value)
-    assert "KafkaSpout 'src'" in text and broker.bootstrap_servers in text
+    assert "KafkaSpout 'source'" in text and broker.bootstrap_servers in text
     assert "topic 'no-such-topic' does not exist" in text
 
 
@@ -266,6 +266,8 @@ def test_an_unreachable_broker_is_an_error_naming_connector_address_and_cause() 
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
     with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
-        cluster.submit_topology("k", CONF, pipeline(KafkaSpout("t", "g", address, timeout_secs=2)))
-    assert err.value.address == address and "KafkaSpout 'src'" in str(err.value)
+        cluster.submit_topology(
+            "k", CONF, pipeline(KafkaSpout("t", "g", address, timeout_secs=2), None)
+        )
+    assert err.value.address == address and "KafkaSpout 'source'" in str(err.value)
     assert "cannot reach the broker" in str(err.value) and "refused" in str(err.value)

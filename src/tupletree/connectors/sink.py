@@ -134,10 +134,13 @@ class BrokerSink(Bolt):
             body = value if isinstance(value, bytes) else str(value).encode()
         self._in_flight += 1
         self._writes.append((tup, body))
-        self._kick.set()
 
     def _settle(self) -> bool:
-        """On the task's thread, each round: ack or fail what the broker answered."""
+        """On the task's thread, each round: wake the I/O thread for the writes queued
+        (once per round: they go out as one batch), ack or fail what the broker
+        answered."""
+        if self._writes:
+            self._kick.set()
         if self._errors:
             self._errors.deliver(self.collector)
         verdicts = self._verdicts

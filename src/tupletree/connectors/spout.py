@@ -13,9 +13,11 @@ Contract, for users of a broker spout:
   reported and dead-lettered at once (replaying it cannot help).
 - ``metrics(topology)[component]["custom"]["connector"][task]`` counts, per task:
   received (deliveries emitted the first time), acked, failed, retried, dead_lettered,
-  redelivered (deliveries the broker marked as delivered before), stale (settles
-  dropped because the broker had already taken the message back), reconnects, plus the
-  gauges held (delivered, not settled) and buffered. ``connector_totals`` sums them.
+  redelivered (deliveries the broker marked as delivered before), stale and
+  stale_settles (deliveries whose settle or replay was dropped because the broker had
+  already taken the message back: seen by the worker's thread, or by the I/O thread
+  after it reconnected), reconnects, plus the gauges held (delivered, not settled) and
+  buffered. ``connector_totals`` sums them.
 - At submit, ``check_config`` refuses a message timeout the broker's lease would not
   outlive (a tree may stay pending up to twice ``topology.message.timeout.secs``) and,
   unless ``check_at_submit=False``, connects once: an unreachable broker, bad
@@ -28,11 +30,12 @@ Contract, for a broker's subclass:
 - Threads: ``open`` starts one I/O thread per task, which alone owns the broker client.
   The worker's thread never calls the broker: ``next_tuple`` pops a ``Delivery`` from
   the inbound buffer (at most ``buffer_size`` deliveries: the I/O thread fetches only
-  what fits) and ``ack``/``fail``/``reset_timeout`` append ``(action, delivery)`` to
-  the outbound queue, which the I/O thread settles at its next turn (a turn waits at
-  most ``POLL_SECS`` in ``fetch``). The I/O thread wakes the worker when it buffers
-  deliveries. ``close`` stops the thread; nothing acknowledged is lost, and whatever was
-  delivered and not acknowledged stays with the broker, which delivers it again.
+  what fits) and ``ack``/``fail``/``reset_timeout`` append ``(action, delivery)`` to the
+  outbound queue, which the I/O thread settles at its next turn (woken once per worker
+  round that queued any; a turn waits at most ``POLL_SECS`` in ``fetch``). The I/O
+  thread wakes the worker when it buffers deliveries. ``close`` stops the thread;
+  nothing acknowledged is lost, and whatever was delivered and not acknowledged stays
+  with the broker, which delivers it again.
 - The subclass implements ``connect(epoch) -> Session`` (called on the I/O thread,
   again after any failure), ``address()`` (for messages, no password), ``leases(conf)``
   (the broker's leases the message timeout must stay under) and sets
@@ -41,12 +44,15 @@ Contract, for a broker's subclass:
   delivery tag dies with its channel, whose messages the broker requeues: no, such
   settles and replays are dropped and counted as ``stale``).
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
-  ``timeout``), ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``:
-  ACK acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
-  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH is a
-  bolt's ``reset_timeout``: renew the lease) and ``close()``. A session that raises is
+  ``timeout``; a session may have ``interrupt()``, which the worker's thread calls to
+  end a waiting ``fetch`` early when settles are queued), ``settle(actions)`` (each
+  ``(ACK | RETRY | DEAD | TOUCH, delivery)``: ACK acknowledges; RETRY says the spout
+  will replay it after a backoff (keep its lease fresh); DEAD writes the body to the
+  dead letter, if any, then acknowledges; TOUCH, sent for a bolt's ``reset_timeout`` and
+  when a replay is emitted, renews the lease) and ``close()``. A session that raises is
   closed and replaced; when settles survive a reconnect, the actions it was given are
-  settled again by the next session (acknowledging twice is harmless), else dropped.
+  settled again by the next session (acknowledging twice is harmless), else dropped. On
+  ``close`` the settles still queued are sent before the session closes.
 - A broker that can delay a redelivery itself sets ``broker_redelivers``: a failed
   message is then not held for a replay; its RETRY settle asks the broker to deliver it
   again after ``retry.delay(d.failures)``, and its session sets ``Delivery.failures``
@@ -79,7 +85,7 @@ RECONNECT = RetryPolicy(initial_delay_secs=0.1, max_delay_secs=5.0)
 
 # Each counter is written by one thread only: the worker's, or the I/O thread's.
 SPOUT_COUNTERS = ("received", "acked", "failed", "retried", "dead_lettered", "stale")
-IO_COUNTERS = ("redelivered", "reconnects")
+IO_COUNTERS = ("redelivered", "reconnects", "stale_settles")
 
 
 class Delivery:
@@ -240,7 +246,10 @@ class BrokerSpout(Spout):
         self.epoch = 0
         self._kick = threading.Event()
         self._stopping = threading.Event()
+        self._session: Session | None = None  # the I/O thread's, for ``interrupt``
+        self._fetching = False
         context.register_metric("connector", self.connector_metrics)
+        context.call_each_round(self._round)
         self._thread = threading.Thread(
             target=self._io_loop, name=f"tupletree-{self.connector_name()}", daemon=True
         )
@@ -250,14 +259,13 @@ class BrokerSpout(Spout):
         return self.settles_survive_reconnect or d.epoch == self.epoch
 
     def next_tuple(self) -> None:
-        if self._errors:
-            self._errors.deliver(self.collector)
         retries = self._retries
         if retries and retries[0][0] <= time.monotonic():
             key = heapq.heappop(retries)[2]
             d = self._held.get(key)
             if d is not None:
                 if self._valid(d):
+                    self._send(TOUCH, d)  # its lease runs from the replay on
                     self._emit(d)
                 else:  # the broker took it back with its channel: it comes again
                     del self._held[key]
@@ -279,6 +287,8 @@ class BrokerSpout(Spout):
 
     def _emit(self, d: Delivery) -> None:
         try:
+            if d.body is None:
+                raise ValueError("the message has no body")
             values = self.decode(d.body) if self.decode is not None else [d.body.decode()]
         except Exception as exc:
             self.collector.report_error(
@@ -344,7 +354,21 @@ class BrokerSpout(Spout):
 
     def _send(self, action: str, d: Delivery) -> None:
         self._outbound.append((action, d))
-        self._kick.set()
+
+    def _round(self) -> bool:
+        """Once per worker round: hand the I/O thread the settles queued in this round
+        at once (one wake-up per round, not per message, so they go out in batches),
+        interrupting a ``fetch`` that waits if the session can; report its errors."""
+        if self._outbound:
+            self._kick.set()
+            session = self._session
+            if self._fetching and session is not None:
+                interrupt = getattr(session, "interrupt", None)
+                if interrupt is not None:
+                    interrupt()
+        if self._errors:
+            self._errors.deliver(self.collector)
+        return False
 
     def close(self) -> None:
         self._stopping.set()
@@ -377,18 +401,25 @@ class BrokerSpout(Spout):
                 if self.epoch:
                     self.io_counts["reconnects"] += 1
                 self.epoch += 1
+                self._session = session
                 failures = 0
             actions: list[tuple[str, Delivery]] = []
             try:
                 out = self._outbound
                 while out:
                     actions.append(out.popleft())
+                if actions and not self.settles_survive_reconnect:
+                    actions = self._current(actions)
                 if actions:
                     session.settle(actions)
                     actions = []
                 room = self.buffer_size - len(self._inbound)  # type: ignore[operator]
                 if room > 0:
-                    got = session.fetch(min(room, FETCH_BATCH), POLL_SECS)
+                    self._fetching = True
+                    try:
+                        got = session.fetch(min(room, FETCH_BATCH), POLL_SECS)
+                    finally:
+                        self._fetching = False
                     if got:
                         self._buffer(got)
                 else:
@@ -398,10 +429,33 @@ class BrokerSpout(Spout):
                 if actions and self.settles_survive_reconnect:
                     self._outbound.extendleft(reversed(actions))
                 self._errors.post(exc)
+                self._session = None
                 close_quietly(session)
                 session = None
+        self._session = None
         if session is not None:
+            self._settle_last(session)
             close_quietly(session)
+
+    def _settle_last(self, session: Session) -> None:
+        """On close: send the settles still queued (the trees that completed last)."""
+        actions = list(self._outbound)
+        self._outbound.clear()
+        if actions and not self.settles_survive_reconnect:
+            actions = self._current(actions)
+        try:
+            if actions:
+                session.settle(actions)
+        except Exception as exc:  # they stay with the broker, which delivers them again
+            log.warning("%s: settling on close failed: %s", self.connector_name(), exc)
+
+    def _current(self, actions: list[tuple[str, Delivery]]) -> list[tuple[str, Delivery]]:
+        """Drop settles for deliveries of an earlier session (judged valid by the
+        worker's thread just before the I/O thread reconnected)."""
+        epoch = self.epoch
+        current = [a for a in actions if a[1].epoch == epoch]
+        self.io_counts["stale_settles"] += len(actions) - len(current)
+        return current
 
     def _buffer(self, got: list[Delivery]) -> None:
         for d in got:

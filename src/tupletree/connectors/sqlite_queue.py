@@ -6,7 +6,14 @@ done on ``ack`` and ready again on ``fail``, so a failed or timed-out tree is re
 A lease names the spout task that took it (topology, component, task index): when that
 task starts again, after its worker died, it takes back its own leases first, so a
 message whose spout died with it is replayed too (Storm's "spout task dies" case,
-handled the way a real broker does: unacked messages go back on the queue).
+handled the way a real broker does: unacked messages go back on the queue). A lease
+also expires (a visibility timeout, as SQS's): a message leased longer than
+``visibility_timeout_secs`` ago is leased again by any spout task, so the leases of a
+task that never comes back under the same name (a renamed topology, a smaller
+parallelism) are not stranded. A live task's lease is renewed when a bolt resets the
+tree's timeout; ``check_config`` refuses at submit a visibility timeout that a tree
+could outlive (twice the message timeout). Lease times are wall-clock seconds, shared
+by every process using the file.
 
 Several processes may use one file (WAL mode, a busy timeout), which is what a
 SparkCluster on one machine needs; it is not meant for a real cluster's network disk.
@@ -15,11 +22,15 @@ SparkCluster on one machine needs; it is not meant for a real cluster's network 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tupletree.connectors.spout import check_lease
 from tupletree.topology.components import Spout
+
+DEFAULT_VISIBILITY_TIMEOUT_SECS = 300.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -27,7 +38,8 @@ CREATE TABLE IF NOT EXISTS messages (
     body TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'ready',
     lease TEXT,
-    deliveries INTEGER NOT NULL DEFAULT 0
+    deliveries INTEGER NOT NULL DEFAULT 0,
+    leased_at REAL
 );
 CREATE INDEX IF NOT EXISTS messages_state ON messages(state, id);
 """
@@ -41,6 +53,9 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(_SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    if "leased_at" not in columns:  # a file written before leases expired
+        conn.execute("ALTER TABLE messages ADD COLUMN leased_at REAL")
     return conn
 
 
@@ -85,14 +100,34 @@ class SQLiteQueueSpout(Spout):
     """Emits ``[id, body]`` for each message of the queue at ``path``, msg id = row id.
 
     ``batch`` messages are leased per query (one transaction), then emitted one per
-    ``next_tuple``.
+    ``next_tuple``. Ready messages are leased first, then messages whose lease expired.
     """
 
     outputs = ["id", "body"]
 
-    def __init__(self, path: str, batch: int = 100) -> None:
+    def __init__(
+        self,
+        path: str,
+        batch: int = 100,
+        visibility_timeout_secs: float = DEFAULT_VISIBILITY_TIMEOUT_SECS,
+    ) -> None:
+        if not isinstance(visibility_timeout_secs, int | float) or visibility_timeout_secs <= 0:
+            raise ValueError(
+                "visibility_timeout_secs must be a positive number, got "
+                f"{visibility_timeout_secs!r}"
+            )
         self.path = path
         self.batch = batch
+        self.visibility_timeout_secs = float(visibility_timeout_secs)
+
+    def check_config(self, conf: dict[str, Any], component: str) -> None:
+        check_lease(
+            f"SQLiteQueueSpout {component!r}",
+            conf,
+            "visibility_timeout_secs",
+            self.visibility_timeout_secs,
+            "the visibility timeout",
+        )
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
@@ -108,28 +143,44 @@ class SQLiteQueueSpout(Spout):
 
     def next_tuple(self) -> None:
         if not self.buffer:
+            now = time.time()
             with immediate(self.conn):
                 rows = self.conn.execute(
                     "SELECT id, body FROM messages WHERE state='ready' ORDER BY id LIMIT ?",
                     (self.batch,),
                 ).fetchall()
+                if len(rows) < self.batch:
+                    rows += self.conn.execute(
+                        "SELECT id, body FROM messages WHERE state='leased' AND leased_at < ? "
+                        "ORDER BY id LIMIT ?",
+                        (now - self.visibility_timeout_secs, self.batch - len(rows)),
+                    ).fetchall()
                 self.conn.executemany(
-                    "UPDATE messages SET state='leased', lease=?, deliveries=deliveries+1 "
-                    "WHERE id=?",
-                    [(self.lease, row[0]) for row in rows],
+                    "UPDATE messages SET state='leased', lease=?, leased_at=?, "
+                    "deliveries=deliveries+1 WHERE id=?",
+                    [(self.lease, now, row[0]) for row in rows],
                 )
             self.buffer = rows[::-1]
         if self.buffer:
             msg_id, body = self.buffer.pop()
             self.collector.emit([msg_id, body], msg_id=msg_id)
 
+    def reset_timeout(self, msg_id: int) -> None:
+        """A bolt reset the tree's timeout: renew the lease (if this task still holds it)."""
+        self._write(
+            "UPDATE messages SET leased_at=? WHERE id=? AND state='leased' AND lease=?",
+            (time.time(), msg_id, self.lease),
+        )
+
     def ack(self, msg_id: int) -> None:
         self._write("UPDATE messages SET state='done', lease=NULL WHERE id=?", (msg_id,))
 
     def fail(self, msg_id: int) -> None:
+        # Only a lease this task still holds: one that expired may be another task's now.
         self._write(
-            "UPDATE messages SET state='ready', lease=NULL WHERE id=? AND state='leased'",
-            (msg_id,),
+            "UPDATE messages SET state='ready', lease=NULL WHERE id=? AND state='leased' "
+            "AND lease=?",
+            (msg_id, self.lease),
         )
 
     def deactivate(self) -> None:

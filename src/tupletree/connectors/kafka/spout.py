@@ -377,13 +377,9 @@ class _Session:
         return {tp.partition: tp.offset for tp in result or tps if tp.error is None}
 
     def close(self) -> None:
+        # BrokerSpout settled what was still queued; commit it before leaving.
         sp = self.spout
         try:
-            # Acks that reached the queue before the spout closed are committed too.
-            out = sp._outbound
-            actions = [out.popleft() for _ in range(len(out))]
-            if actions:
-                self.settle(actions)
             self._commit()
         finally:
             if self.producer is not None:

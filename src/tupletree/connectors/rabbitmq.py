@@ -1,0 +1,398 @@
+"""RabbitMQ: RabbitMQSpout consumes a queue with manual acknowledgements, RabbitMQSink
+publishes with publisher confirms (pika).
+
+The spout's contract beyond BrokerSpout's (connectors/spout.py):
+
+- It consumes an existing queue (a missing one is a ConnectorError at submit, as are
+  an unreachable broker and refused credentials), with manual acknowledgements and a
+  prefetch of ``topology.max.spout.pending`` plus the spout's buffer (by default as
+  much again): the broker never hands a task more than it may have in flight and
+  buffered.
+- A message is acknowledged (``basic.ack``) on the channel that delivered it when its
+  tree completes. A failed message stays unacknowledged and is replayed by the spout
+  after its backoff; a dead-lettered one is published to the ``dead_letter`` queue
+  (with a confirm) and then acknowledged; with no ``dead_letter`` it is rejected
+  without requeueing, so the queue's own dead-letter exchange, if it has one, gets it.
+- Delivery tags belong to a channel: when the connection drops the broker requeues
+  what the channel held and delivers it again (marked redelivered), so acks and
+  replays for the old channel's tags are dropped (counted as ``stale``), never sent on
+  the new channel. The spout reconnects with backoff (``reconnect``).
+- RabbitMQ's ``consumer_timeout`` (30 minutes by default) closes a channel that keeps a
+  delivery unacknowledged longer; ``consumer_timeout_secs`` tells the spout the
+  broker's value (None: disabled), which must exceed twice the message timeout plus the
+  retry's ``max_delay_secs`` (checked at submit). A bolt's ``reset_timeout`` cannot
+  extend it: RabbitMQ has no way to renew a delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pika
+import pika.exceptions
+from pika.adapters import select_connection
+
+from tupletree.config import Config
+from tupletree.connectors.errors import ConnectorError, redact
+from tupletree.connectors.retry import RetryPolicy
+from tupletree.connectors.sink import BrokerSink
+from tupletree.connectors.spout import ACK, DEAD, BrokerSpout, Delivery
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+MAX_PREFETCH = 65535
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+
+
+def _connect(url: str, connector: str, address: str) -> pika.BlockingConnection:
+    params = pika.URLParameters(url)
+    params.socket_timeout = 5.0
+    params.blocked_connection_timeout = 30.0
+    try:
+        return pika.BlockingConnection(params)
+    except pika.exceptions.ProbableAuthenticationError as exc:
+        raise ConnectorError(connector, address, f"credentials refused: {exc!r}") from exc
+    except pika.exceptions.AMQPConnectionError as exc:
+        cause = exc.args[0] if exc.args else exc
+        raise ConnectorError(connector, address, f"cannot connect: {cause!r}") from exc
+
+
+def _check_queue(channel: Any, queue: str, connector: str, address: str) -> None:
+    try:
+        channel.queue_declare(queue, passive=True)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        raise ConnectorError(
+            connector, address, f"queue {queue!r} does not exist ({exc.reply_text})"
+        ) from exc
+
+
+class _SpoutSession:
+    def __init__(self, spout: RabbitMQSpout, epoch: int) -> None:
+        self.spout = spout
+        self.epoch = epoch
+        name, address = spout.connector_name(), spout.address()
+        self.conn = _connect(spout.url, name, address)
+        try:
+            self.channel = self.conn.channel()
+            _check_queue(self.channel, spout.queue, name, address)
+            self.channel.basic_qos(prefetch_count=spout.prefetch)
+            self.got: list[Delivery] = []
+            # Tags delivered on this channel and not settled yet, and the highest tag.
+            self.unsettled: set[int] = set()
+            self.last_tag = 0
+            self.channel.basic_consume(spout.queue, self._on_message, auto_ack=False)
+            self.dead_channel: Any = None
+        except Exception:
+            self.close()
+            raise
+
+    def _on_message(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
+        tag = method.delivery_tag
+        self.unsettled.add(tag)
+        self.last_tag = tag
+        self.got.append(Delivery((self.epoch, tag), body, self.epoch, method.redelivered, tag))
+
+    def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
+        # Returns as soon as a delivery arrived (or after ``timeout``); the prefetch
+        # bounds how many a call can bring.
+        self.conn.process_data_events(time_limit=0 if self.got else timeout)
+        got, self.got = self.got, []
+        return got
+
+    def interrupt(self) -> None:
+        """From another thread: end a waiting ``fetch`` now (settles are queued)."""
+        try:
+            self.conn.add_callback_threadsafe(_nothing)
+        except Exception:  # closed meanwhile: the fetch ends anyway
+            return
+
+    def settle(self, actions: list[tuple[str, Delivery]]) -> None:
+        channel = self.channel
+        acks: list[int] = []
+        for action, d in actions:
+            if action == ACK:
+                acks.append(d.handle)
+            elif action == DEAD:
+                if self.spout.dead_letter is None:
+                    channel.basic_reject(d.handle, requeue=False)
+                else:
+                    self._publish_dead(d)
+                    channel.basic_ack(d.handle)
+                self.unsettled.discard(d.handle)
+        if not acks:
+            return
+        unsettled = self.unsettled
+        unsettled.difference_update(acks)
+        # Every tag below the lowest one still unsettled is settled now: one ack with
+        # ``multiple`` covers those of this batch (tags delivered in order, from 1).
+        below = min(unsettled) if unsettled else self.last_tag + 1
+        prefix = [tag for tag in acks if tag < below]
+        if prefix:
+            channel.basic_ack(max(prefix), multiple=True)
+        for tag in acks:
+            if tag >= below:
+                channel.basic_ack(tag)
+
+    def _publish_dead(self, d: Delivery) -> None:
+        if self.dead_channel is None:
+            self.dead_channel = self.conn.channel()
+            self.dead_channel.confirm_delivery()
+        self.dead_channel.basic_publish(
+            "",
+            self.spout.dead_letter,
+            d.body,
+            pika.BasicProperties(
+                delivery_mode=2,
+                headers={"x-tupletree-source": self.spout.queue, "x-failures": d.failures},
+            ),
+            mandatory=True,
+        )
+
+    def close(self) -> None:
+        if self.conn.is_open:
+            self.conn.close()
+
+
+def _nothing() -> None:
+    pass
+
+
+class RabbitMQSpout(BrokerSpout):
+    """Emits ``[message]`` for each message of ``queue``."""
+
+    settles_survive_reconnect = False
+
+    def __init__(
+        self,
+        queue: str,
+        url: str = DEFAULT_URL,
+        *,
+        retry: RetryPolicy | None = None,
+        dead_letter: str | None = None,
+        consumer_timeout_secs: float | None = 1800.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(retry=retry, dead_letter=dead_letter, **options)
+        self.queue = queue
+        self.url = url
+        self.consumer_timeout_secs = consumer_timeout_secs
+        self.prefetch = 0
+
+    def address(self) -> str:
+        return f"{redact(self.url)} queue {self.queue!r}"
+
+    def leases(self, conf: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+        limit = self.consumer_timeout_secs
+        if limit is None:
+            return []
+        max_delay = self.retry.max_delay_secs
+        return [
+            (
+                "consumer_timeout_secs",
+                limit - max_delay,
+                f"RabbitMQ's consumer timeout less the retry's max_delay_secs ({limit} - "
+                f"{max_delay} s)",
+            )
+        ]
+
+    def probe(self) -> None:
+        name, address = self.connector_name(), self.address()
+        conn = _connect(self.url, name, address)
+        try:
+            _check_queue(conn.channel(), self.queue, name, address)
+            if self.dead_letter is not None:
+                _check_queue(conn.channel(), self.dead_letter, name, address)
+        finally:
+            if conn.is_open:
+                conn.close()
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
+        buffer = self.buffer_size or max_pending or 1000
+        self.prefetch = min(MAX_PREFETCH, (max_pending or 0) + buffer)
+        super().open(conf, context, collector)
+
+    def connect(self, epoch: int) -> _SpoutSession:
+        return _SpoutSession(self, epoch)
+
+
+class ConfirmingPublisher:
+    """Publishes batches with publisher confirms, many in flight at once (pika's
+    blocking API waits a round trip per message): its own ``SelectConnection``, whose
+    I/O loop runs only inside ``__init__``, ``write`` and ``close``, on the caller's
+    thread. ``write(bodies)`` returns one verdict per body: None once the broker
+    confirmed it, else why not (nacked, or returned as unroutable); it raises when the
+    connection or channel fails, or no confirm came within ``timeout`` seconds."""
+
+    def __init__(
+        self,
+        url: str,
+        exchange: str,
+        routing_key: str,
+        queue: str | None,
+        connector: str,
+        address: str,
+        timeout: float = 30.0,
+    ) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.queue = queue
+        self.connector = connector
+        self.address = address
+        self.timeout = timeout
+        self.error: BaseException | None = None
+        self.ready = False
+        self.channel: Any = None
+        self.tag = 0
+        self.outstanding: dict[int, int] = {}
+        self.verdicts: list[str | None] = []
+        self.returned: dict[int, str] = {}
+        params = pika.URLParameters(url)
+        params.socket_timeout = 5.0
+        # An I/O loop driven by hand (poll, process_timeouts), as BlockingConnection does.
+        self.ioloop = select_connection.IOLoop()
+        self.ioloop.activate_poller()
+        self.conn = pika.SelectConnection(
+            params,
+            on_open_callback=self._on_open,
+            on_open_error_callback=self._on_failure,
+            on_close_callback=self._on_failure,
+            custom_ioloop=self.ioloop,
+        )
+        self._run_until(lambda: self.ready, timeout)
+        if not self.ready:
+            error = self.error
+            self.close()
+            raise _connector_error(error, connector, address, "no answer while connecting")
+
+    # -- the I/O loop ---------------------------------------------------------------
+
+    def _run_until(self, done: Any, secs: float) -> None:
+        loop = self.ioloop
+        expired: list[bool] = []
+        timer = loop.call_later(secs, lambda: expired.append(True))
+        try:
+            while not done() and self.error is None and not expired:
+                loop.poll()
+                loop.process_timeouts()
+        finally:
+            loop.remove_timeout(timer)
+
+    def _on_failure(self, _conn: Any, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+
+    def _on_open(self, conn: Any) -> None:
+        conn.channel(on_open_callback=self._on_channel)
+
+    def _on_channel(self, channel: Any) -> None:
+        self.channel = channel
+        channel.add_on_close_callback(self._on_failure)
+        channel.add_on_return_callback(self._on_return)
+        if self.queue is not None:
+            channel.queue_declare(self.queue, passive=True, callback=self._on_declared)
+        else:
+            self._on_declared(None)
+
+    def _on_declared(self, _frame: Any) -> None:
+        self.channel.confirm_delivery(
+            ack_nack_callback=self._on_confirm, callback=self._on_confirming
+        )
+
+    def _on_confirming(self, _frame: Any) -> None:
+        self.ready = True
+
+    def _on_return(self, _channel: Any, method: Any, props: Any, _body: bytes) -> None:
+        # The broker returns an unroutable message just before it confirms it.
+        self.returned[int(props.message_id)] = f"returned: {method.reply_text}"
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        last = method.delivery_tag
+        tags = [t for t in self.outstanding if t <= last] if method.multiple else [last]
+        nacked = isinstance(method, pika.spec.Basic.Nack)
+        for tag in tags:
+            index = self.outstanding.pop(tag, None)
+            if index is None:
+                continue
+            refusal = self.returned.pop(tag, None)
+            if nacked:
+                refusal = "the broker refused the message (basic.nack)"
+            self.verdicts[index] = refusal
+
+    # -- the caller's side ----------------------------------------------------------
+
+    def write(self, bodies: list[bytes]) -> list[str | None]:
+        if self.error is not None:
+            raise _connector_error(self.error, self.connector, self.address, "")
+        self.verdicts = ["unconfirmed"] * len(bodies)
+        self.outstanding.clear()
+        for index, body in enumerate(bodies):
+            self.tag += 1
+            props = pika.BasicProperties(delivery_mode=2, message_id=str(self.tag))
+            self.outstanding[self.tag] = index
+            self.channel.basic_publish(self.exchange, self.routing_key, body, props, mandatory=True)
+        self._run_until(lambda: not self.outstanding, self.timeout)
+        if self.outstanding:
+            raise _connector_error(
+                self.error, self.connector, self.address, "no confirm within the timeout"
+            )
+        return self.verdicts
+
+    def close(self) -> None:
+        conn = self.conn
+        if conn.is_open:
+            conn.close()
+            self.error = None
+            self._run_until(lambda: conn.is_closed, 5.0)
+        self.ioloop.deactivate_poller()
+        self.ioloop.close()
+
+
+def _connector_error(
+    exc: BaseException | None, connector: str, address: str, otherwise: str
+) -> ConnectorError:
+    if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
+        return ConnectorError(connector, address, f"credentials refused: {exc!r}")
+    if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
+        return ConnectorError(connector, address, f"does not exist: {exc.reply_text}")
+    if exc is None:
+        return ConnectorError(connector, address, otherwise)
+    return ConnectorError(connector, address, f"{type(exc).__name__}: {exc!r}")
+
+
+class RabbitMQSink(BrokerSink):
+    """Publishes each input's ``message`` to ``queue`` (through the default exchange),
+    or to ``exchange`` with ``routing_key``; persistent, mandatory, confirmed."""
+
+    def __init__(
+        self,
+        queue: str | None = None,
+        url: str = DEFAULT_URL,
+        *,
+        exchange: str = "",
+        routing_key: str | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        if queue is None and routing_key is None:
+            raise ValueError("RabbitMQSink needs a queue or a routing_key")
+        self.queue = queue
+        self.url = url
+        self.exchange = exchange
+        self.routing_key = routing_key if routing_key is not None else queue
+
+    def address(self) -> str:
+        where = f"queue {self.queue!r}" if self.queue is not None else ""
+        if self.exchange:
+            where = f"exchange {self.exchange!r} key {self.routing_key!r}"
+        return f"{redact(self.url)} {where}".strip()
+
+    def connect(self) -> ConfirmingPublisher:
+        return ConfirmingPublisher(
+            self.url,
+            self.exchange,
+            self.routing_key,  # type: ignore[arg-type]
+            self.queue,
+            self.connector_name(),
+            self.address(),
+        )

@@ -1,0 +1,107 @@
+"""The README's connector examples and examples/*.py pipelines run as written, against
+the brokers of this machine (each skipped, with the reason, where its broker is down)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.connectors.support import until
+from tupletree import LocalCluster
+from tupletree.connectors import connector_totals
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def redis_up() -> str | None:
+    try:
+        import redis
+
+        redis.Redis(socket_connect_timeout=2).ping()
+    except Exception as exc:
+        return f"no Redis at 127.0.0.1:6379 ({exc})"
+    return None
+
+
+def rabbitmq_up() -> str | None:
+    try:
+        import pika
+
+        pika.BlockingConnection(pika.URLParameters("amqp://guest:guest@127.0.0.1:5672/%2F")).close()
+    except Exception as exc:
+        return f"no RabbitMQ at 127.0.0.1:5672 ({exc!r})"
+    return None
+
+
+def connector_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Connectors\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def run_block(code: str, name: str) -> Any:
+    """Run a README block as a script of its own (components are copied with pickle,
+    which finds classes by module name)."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    try:
+        exec(compile(code, f"README.md ({name})", "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]
+    return module
+
+
+@pytest.mark.parametrize("index,up", [(0, redis_up), (1, rabbitmq_up)], ids=["redis", "rabbitmq"])
+def test_the_readme_connector_examples_run(index: int, up: Any, capsys: Any) -> None:
+    reason = up()
+    if reason:
+        pytest.skip(reason)
+    blocks = connector_blocks()
+    assert len(blocks) == 2
+    module = run_block(blocks[index], f"readme_connectors_{index}")
+    printed = capsys.readouterr().out
+    if index == 0:
+        assert "'acked': 100" in printed
+        assert module.r.xpending("readme-orders", "shop")["pending"] == 0
+        module.r.delete("readme-orders", "readme-shouted", "readme-dead")
+    else:
+        assert printed.strip() == "0"
+        for queue in ("readme-orders", "readme-shouted"):
+            module.channel.queue_delete(queue)
+
+
+def load_example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name,up", [("redis_streams", redis_up), ("rabbitmq_queue", rabbitmq_up)])
+def test_the_example_pipelines_move_every_message(name: str, up: Any) -> None:
+    reason = up()
+    if reason:
+        pytest.skip(reason)
+    example = load_example(name)
+    try:
+        with LocalCluster() as cluster:
+            cluster.submit_topology(name, example.CONF, example.topology(messages=300))
+            assert until(
+                lambda: connector_totals(cluster.metrics(name)["orders"]).get("acked") == 300
+            )
+            assert until(
+                lambda: connector_totals(cluster.metrics(name)["shouted"]).get("written", 0) >= 300
+            )
+            metrics = cluster.metrics(name)
+        report = example.report(metrics)
+    finally:
+        del sys.modules[name]
+    assert "'received': 300" in report and "'dead_lettered': 0" in report

@@ -1,0 +1,224 @@
+"""RabbitMQSpout and RabbitMQSink against the RabbitMQ broker of this machine
+(127.0.0.1:5672, guest/guest; skipped, with the reason, where none answers)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import shutil
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.connectors.support import POISON, pipeline, until
+from tupletree import LocalCluster
+from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
+from tupletree.errors import InvalidConfigError
+from tupletree.testing import FeederSpout
+
+pika = pytest.importorskip("pika")
+from tupletree.connectors.rabbitmq import RabbitMQSink, RabbitMQSpout  # noqa: E402
+
+URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+CONF = {"topology.message.timeout.secs": 10, "topology.max.spout.pending": 100}
+
+
+class Admin:
+    """The test's own channel, opened again after the broker closed it."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for attempt in range(2):
+                if self.conn is None or not self.conn.is_open:
+                    self.conn = pika.BlockingConnection(pika.URLParameters(URL))
+                    self.ch = self.conn.channel()
+                elif not self.ch.is_open:
+                    self.ch = self.conn.channel()
+                try:
+                    return getattr(self.ch, name)(*args, **kwargs)
+                except (pika.exceptions.ConnectionClosed, pika.exceptions.AMQPChannelError):
+                    if attempt:
+                        raise
+            return None
+
+        return call
+
+
+@pytest.fixture(scope="module")
+def channel() -> Iterator[Any]:
+    admin = Admin()
+    try:
+        admin.queue_declare("tt-probe", auto_delete=True)
+    except pika.exceptions.AMQPError as exc:
+        pytest.skip(f"no RabbitMQ broker at {URL} ({exc!r}); .ci/run starts one")
+    yield admin
+    if admin.conn is not None and admin.conn.is_open:
+        admin.conn.close()
+
+
+@pytest.fixture
+def queues(channel: Any) -> Iterator[tuple[str, str, str]]:
+    """A source, an output and a dead-letter queue with names of their own."""
+    tag = uuid.uuid4().hex[:10]
+    names = (f"tt-src-{tag}", f"tt-out-{tag}", f"tt-dead-{tag}")
+    for name in names:
+        channel.queue_declare(name)
+    yield names
+    for name in names:
+        channel.queue_delete(name)
+
+
+def put(channel: Any, queue: str, bodies: list[str]) -> None:
+    for body in bodies:
+        channel.basic_publish("", queue, body.encode())
+
+
+def drain(channel: Any, queue: str) -> list[str]:
+    """Take what ``queue`` holds. Acked after it is recorded: a connection dropped in
+    between gives the message back (seen twice) instead of losing it."""
+    out = []
+    while True:
+        method, _props, body = channel.basic_get(queue)
+        if method is None:
+            return out
+        out.append(body.decode())
+        # If its channel was closed under it, the broker gives it back: seen twice.
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            channel.basic_ack(method.delivery_tag)
+
+
+def ready(channel: Any, queue: str) -> int:
+    return channel.queue_declare(queue, passive=True).method.message_count
+
+
+def test_every_message_reaches_the_sink_and_the_queue_ends_empty(channel: Any, queues: Any) -> None:
+    """300 messages through a bolt failing a fifth at random: each is published at
+    least once, duplicates are counted, and once the topology is gone (its channels
+    closed, so anything left unacknowledged would be requeued) the queue is empty."""
+    src, out, _ = queues
+    bodies = [f"m{i}" for i in range(300)]
+    put(channel, src, bodies)
+    with LocalCluster() as cluster:
+        topology = pipeline(RabbitMQSpout(src, URL), RabbitMQSink(out, URL))
+        cluster.submit_topology("rabbit-e2e", CONF, topology)
+        assert until(lambda: ready(channel, out) >= 300)
+        assert until(
+            lambda: connector_totals(cluster.metrics("rabbit-e2e")["source"])["acked"] == 300
+        )
+        metrics = cluster.metrics("rabbit-e2e")
+        assert cluster.errors("rabbit-e2e") == []
+    assert ready(channel, src) == 0
+    written = collections.Counter(drain(channel, out))
+    duplicates = sum(n - 1 for n in written.values())
+    assert set(written) == set(bodies)
+    spout = connector_totals(metrics["source"])
+    assert spout["received"] == 300 and spout["retried"] == spout["failed"] > 0
+    assert connector_totals(metrics["sink"])["written"] == 300 + duplicates
+
+
+def test_a_message_that_always_fails_goes_to_the_dead_letter(channel: Any, queues: Any) -> None:
+    src, out, dead = queues
+    bodies = [f"m{i}" for i in range(50)]
+    put(channel, src, [*bodies[:25], POISON, *bodies[25:]])
+    spout = RabbitMQSpout(
+        src, URL, retry=RetryPolicy(max_retries=3, initial_delay_secs=0.01), dead_letter=dead
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-dead", CONF, pipeline(spout, RabbitMQSink(out, URL)))
+        assert until(lambda: ready(channel, dead) == 1 and ready(channel, out) >= 50)
+        assert until(
+            lambda: connector_totals(cluster.metrics("rabbit-dead")["source"])["held"] == 0
+        )
+        metrics = cluster.metrics("rabbit-dead")
+    assert ready(channel, src) == 0
+    _method, props, body = channel.basic_get(dead, auto_ack=True)
+    assert body == POISON.encode() and props.headers["x-failures"] == 4
+    assert set(drain(channel, out)) == set(bodies)
+    assert connector_totals(metrics["source"])["dead_lettered"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl")
+def test_closed_connections_lose_nothing(channel: Any, queues: Any) -> None:
+    """``rabbitmqctl close_all_connections``, again and again while the topology runs:
+    the broker requeues what the spout's channel held; acks for the old channel's tags
+    are dropped, not sent; every message reaches the sink and the queue ends empty."""
+    src, out, _ = queues
+    bodies = [f"m{i}" for i in range(20000)]
+    put(channel, src, bodies)
+    stop = threading.Event()
+    closes = []
+
+    def closer() -> None:
+        while not stop.is_set():
+            done = subprocess.run(
+                ["rabbitmqctl", "close_all_connections", "tupletree test"],
+                capture_output=True,
+                timeout=60,
+            )
+            closes.append(done.returncode)
+
+    written: dict[str, int] = {}
+
+    def all_written() -> bool:
+        for body in drain(channel, out):
+            written[body] = written.get(body, 0) + 1
+        return set(written) == set(bodies)
+
+    conf = {**CONF, "topology.max.spout.pending": 20}
+    thread = threading.Thread(target=closer)
+    with LocalCluster() as cluster:
+        topology = pipeline(RabbitMQSpout(src, URL), RabbitMQSink(out, URL))
+        cluster.submit_topology("rabbit-kill", conf, topology)
+        assert until(lambda: ready(channel, out) > 100)
+        thread.start()
+        try:
+            assert until(all_written, 180)
+        finally:
+            stop.set()
+            thread.join()
+        assert until(
+            lambda: connector_totals(cluster.metrics("rabbit-kill")["source"])["held"] == 0
+        )
+        spout = connector_totals(cluster.metrics("rabbit-kill")["source"])
+        errors = cluster.errors("rabbit-kill")
+    assert closes and set(closes) == {0}
+    assert ready(channel, src) == 0
+    assert spout["reconnects"] >= 1 and spout["redelivered"] > 0
+    assert any("RabbitMQSpout 'source'" in e and "CONNECTION_FORCED" in e for e in errors)
+
+
+def test_a_missing_queue_bad_credentials_and_no_broker_are_refused_at_submit(
+    channel: Any, queues: Any
+) -> None:
+    src, out, _ = queues
+    with LocalCluster() as cluster:
+        with pytest.raises(ConnectorError, match="queue 'nope' does not exist"):
+            cluster.submit_topology(
+                "t", CONF, pipeline(RabbitMQSpout("nope", URL), RabbitMQSink(out, URL))
+            )
+        with pytest.raises(ConnectorError) as err:
+            bad = "amqp://guest:wrong@127.0.0.1:5672/%2F"
+            cluster.submit_topology(
+                "t", CONF, pipeline(RabbitMQSpout(src, bad), RabbitMQSink(out, URL))
+            )
+        assert "credentials refused" in str(err.value) and "wrong" not in str(err.value)
+        with pytest.raises(ConnectorError, match=r"RabbitMQSink 'sink'.*127\.0\.0\.1:1"):
+            sink = RabbitMQSink(out, "amqp://guest:guest@127.0.0.1:1/%2F")
+            cluster.submit_topology("t", CONF, pipeline(FeederSpout(["message"]), sink))
+
+
+def test_a_consumer_timeout_under_the_trees_lifetime_is_refused(queues: Any) -> None:
+    src, out, _ = queues
+    spout = RabbitMQSpout(src, URL, consumer_timeout_secs=25, check_at_submit=False)
+    with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
+        cluster.submit_topology("t", CONF, pipeline(spout, RabbitMQSink(out, URL)))
+    assert err.value.key == "topology.message.timeout.secs"
+    assert "consumer_timeout_secs" in str(err.value)

@@ -1,0 +1,212 @@
+"""RedisStreamSpout and RedisStreamSink against the Redis server of this machine
+(127.0.0.1:6379; skipped, with the reason, where none answers)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.connectors.support import POISON, SlowAcker, pipeline, until
+from tupletree import LocalCluster, TopologyBuilder
+from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
+from tupletree.errors import InvalidConfigError
+from tupletree.testing import FeederSpout
+
+redis = pytest.importorskip("redis")
+from tupletree.connectors.redis import RedisStreamSink, RedisStreamSpout  # noqa: E402
+
+URL = "redis://127.0.0.1:6379/0"
+CONF = {"topology.message.timeout.secs": 10, "topology.max.spout.pending": 100}
+
+
+@pytest.fixture(scope="module")
+def r() -> Iterator[Any]:
+    client = redis.Redis.from_url(URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis server at {URL} ({exc}); .ci/run starts one")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def streams(r: Any) -> Iterator[tuple[str, str, str]]:
+    """A source stream with group "g", an output stream and a dead-letter stream,
+    with names of their own, deleted afterwards."""
+    tag = uuid.uuid4().hex[:10]
+    names = (f"tt-src-{tag}", f"tt-out-{tag}", f"tt-dead-{tag}")
+    r.xgroup_create(names[0], "g", id="0", mkstream=True)
+    yield names
+    r.delete(*names)
+
+
+def put(r: Any, stream: str, bodies: list[str]) -> None:
+    pipe = r.pipeline(transaction=False)
+    for body in bodies:
+        pipe.xadd(stream, {"message": body})
+    pipe.execute()
+
+
+def read(r: Any, stream: str) -> list[str]:
+    return [fields[b"message"].decode() for _, fields in r.xrange(stream)]
+
+
+def pending(r: Any, stream: str) -> int:
+    return r.xpending(stream, "g")["pending"]
+
+
+def test_every_entry_reaches_the_sink_and_nothing_stays_pending(r: Any, streams: Any) -> None:
+    """300 entries through a bolt failing a fifth at random: each is written at least
+    once, duplicates are counted, and the group holds nothing pending at the end."""
+    src, out, _ = streams
+    bodies = [f"m{i}" for i in range(300)]
+    put(r, src, bodies)
+    topology = pipeline(RedisStreamSpout(src, "g", URL), RedisStreamSink(out, URL))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-e2e", CONF, topology)
+        assert until(lambda: set(read(r, out)) == set(bodies))
+        assert until(lambda: pending(r, src) == 0)
+        metrics = cluster.metrics("redis-e2e")
+        assert cluster.errors("redis-e2e") == []
+    written = collections.Counter(read(r, out))
+    duplicates = sum(n - 1 for n in written.values())
+    spout = connector_totals(metrics["source"])
+    sink = connector_totals(metrics["sink"])
+    assert spout["received"] == 300 and spout["acked"] == 300
+    assert spout["retried"] == spout["failed"] > 0
+    assert sink["written"] == len(read(r, out)) == 300 + duplicates
+
+
+def test_an_entry_that_always_fails_goes_to_the_dead_letter(r: Any, streams: Any) -> None:
+    src, out, dead = streams
+    bodies = [f"m{i}" for i in range(50)]
+    put(r, src, [*bodies[:25], POISON, *bodies[25:]])
+    spout = RedisStreamSpout(
+        src, "g", URL, retry=RetryPolicy(max_retries=3, initial_delay_secs=0.01), dead_letter=dead
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-dead", CONF, pipeline(spout, RedisStreamSink(out, URL)))
+        assert until(lambda: pending(r, src) == 0 and len(r.xrange(dead)) == 1)
+        metrics = cluster.metrics("redis-dead")
+    [(_, fields)] = r.xrange(dead)
+    assert fields[b"message"] == POISON.encode() and fields[b"failures"] == b"4"
+    assert fields[b"source_stream"] == src.encode()
+    assert set(read(r, out)) == set(bodies)
+    assert connector_totals(metrics["source"])["dead_lettered"] == 1
+
+
+def test_killed_client_connections_lose_nothing(r: Any, streams: Any) -> None:
+    """CLIENT KILL drops the spout's and the sink's connections every 50 ms while
+    the topology runs: every entry still reaches the sink and none stays pending."""
+    src, out, _ = streams
+    bodies = [f"m{i}" for i in range(3000)]
+    put(r, src, bodies)
+    stop = threading.Event()
+    kills = []
+
+    def killer() -> None:
+        while not stop.wait(0.05):
+            kills.append(r.client_kill_filter(_type="normal", skipme=True))
+
+    thread = threading.Thread(target=killer)
+    with LocalCluster() as cluster:
+        topology = pipeline(RedisStreamSpout(src, "g", URL), RedisStreamSink(out, URL))
+        cluster.submit_topology("redis-kill", CONF, topology)
+        thread.start()
+        try:
+            assert until(lambda: set(read(r, out)) == set(bodies))
+        finally:
+            stop.set()
+            thread.join()
+        assert until(lambda: pending(r, src) == 0)
+        spout = connector_totals(cluster.metrics("redis-kill")["source"])
+        sink = connector_totals(cluster.metrics("redis-kill")["sink"])
+    assert sum(kills) > 0, "no connection was killed: the run ended first"
+    assert spout["reconnects"] + sink["reconnects"] >= 1
+
+
+def test_entries_a_dead_consumer_left_pending_are_claimed(r: Any, streams: Any) -> None:
+    src, out, _ = streams
+    bodies = [f"m{i}" for i in range(40)]
+    put(r, src, bodies)
+    # A consumer reads 15 entries and dies without acknowledging them.
+    r.xreadgroup("g", "dead-worker", {src: ">"}, count=15)
+    assert pending(r, src) == 15
+    spout = RedisStreamSpout(
+        src, "g", URL, claim_idle_secs=1.5, retry=RetryPolicy(max_delay_secs=0.1)
+    )
+    conf = {**CONF, "topology.message.timeout.secs": 0.5}
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-claim", conf, pipeline(spout, RedisStreamSink(out, URL)))
+        assert until(lambda: set(read(r, out)) == set(bodies))
+        assert until(lambda: pending(r, src) == 0)
+        spout_counts = connector_totals(cluster.metrics("redis-claim")["source"])
+    assert spout_counts["redelivered"] >= 15
+
+
+def test_reset_timeout_keeps_the_entrys_claim_fresh(r: Any, streams: Any) -> None:
+    """A bolt holds the entry for ~3 s, three times the claim idle time, resetting its
+    timeout each tick: the entry's idle time at the broker stays under the claim idle
+    time (no other consumer could claim it), and it is delivered once."""
+    src, _, _ = streams
+    put(r, src, ["slow"])
+    b = TopologyBuilder()
+    b.set_spout(
+        "source",
+        RedisStreamSpout(src, "g", URL, claim_idle_secs=1.0, retry=RetryPolicy(max_delay_secs=0.1)),
+    )
+    b.set_bolt("slow", SlowAcker(hold_ticks=15)).shuffle_grouping("source").add_configuration(
+        "topology.tick.tuple.freq.secs", 0.2
+    )
+    conf = {"topology.message.timeout.secs": 0.4}
+    idle: list[int] = []
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-reset", conf, b.create_topology())
+        assert until(lambda: pending(r, src) == 1)
+        while pending(r, src):
+            for entry in r.xpending_range(src, "g", "-", "+", 10):
+                idle.append(entry["time_since_delivered"])
+                assert entry["times_delivered"] == 1
+            threading.Event().wait(0.05)
+        metrics = connector_totals(cluster.metrics("redis-reset")["source"])
+    assert len(idle) > 20 and max(idle) < 1000
+    assert metrics["acked"] == 1 and metrics["failed"] == 0
+
+
+def test_a_missing_group_is_refused_at_submit_naming_it(r: Any, streams: Any) -> None:
+    src, _, _ = streams
+    with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
+        cluster.submit_topology(
+            "t", CONF, pipeline(RedisStreamSpout(src, "nope", URL), SlowAcker(1))
+        )
+    assert "consumer group 'nope' does not exist" in str(err.value)
+    assert "RedisStreamSpout 'source'" in str(err.value) and "127.0.0.1:6379" in err.value.address
+
+
+def test_a_missing_stream_and_an_unreachable_server_are_refused_at_submit(r: Any) -> None:
+    with LocalCluster() as cluster:
+        with pytest.raises(ConnectorError, match="does not exist"):
+            spout = RedisStreamSpout(f"tt-none-{uuid.uuid4().hex}", "g", URL)
+            cluster.submit_topology("t", CONF, pipeline(spout, SlowAcker(1)))
+        with pytest.raises(ConnectorError) as err:
+            spout = RedisStreamSpout("s", "g", "redis://:secret@127.0.0.1:1/0")
+            cluster.submit_topology("t", CONF, pipeline(spout, SlowAcker(1)))
+        assert "127.0.0.1:1" in str(err.value) and "secret" not in str(err.value)
+        with pytest.raises(ConnectorError, match="RedisStreamSink 'sink'"):
+            sink = RedisStreamSink("s", "redis://127.0.0.1:1/0")
+            cluster.submit_topology("t", CONF, pipeline(FeederSpout(["message"]), sink))
+
+
+def test_a_claim_idle_time_under_the_trees_lifetime_is_refused(r: Any, streams: Any) -> None:
+    src, out, _ = streams
+    spout = RedisStreamSpout(src, "g", URL, claim_idle_secs=30)
+    with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
+        cluster.submit_topology("t", CONF, pipeline(spout, RedisStreamSink(out, URL)))
+    assert err.value.key == "topology.message.timeout.secs"
+    assert "claim_idle_secs" in str(err.value)
