@@ -119,6 +119,7 @@ def test_every_message_reaches_the_sink_and_nothing_stays_pending(streams: Strea
     assert set(written) == set(bodies)
     duplicates = sum(written.values()) - len(bodies)
     print(f"JetStream: {len(bodies)} messages, {duplicates} duplicates at the sink")
+    assert counts["received"] == 300
     assert counts["failed"] > 0 and counts["retried"] == counts["failed"]
     # The retries came back from the broker (nak with delay), counted as redeliveries.
     assert counts["redelivered"] >= counts["retried"]
@@ -183,10 +184,11 @@ def test_an_existing_consumers_shorter_ack_wait_is_refused_at_submit(streams: St
     """The lease that counts is the existing consumer's, not the keyword's."""
     src, _ = streams.add("in")
     with LocalCluster() as cluster:
-        cluster.submit_topology("a", CONF, pipeline(JetStreamSpout(src, "work", SERVER), None))
+        first = JetStreamSpout(src, "work", SERVER, ack_wait=30)
+        cluster.submit_topology("a", CONF, pipeline(first, None))
         cluster.kill_topology("a")
         spout = JetStreamSpout(src, "work", SERVER, ack_wait=600)
-        conf = {"topology.message.timeout.secs": 40}
+        conf = {"topology.message.timeout.secs": 20}  # fits 600 s, not the consumer's 30
         with pytest.raises(InvalidConfigError, match="existing consumer 'work'"):
             cluster.submit_topology("b", conf, pipeline(spout, None))
 

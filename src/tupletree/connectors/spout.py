@@ -280,7 +280,9 @@ class BrokerSpout(Spout):
             return
         if d.key in self._held:
             return  # the broker gave us again what we hold (a claim of our own entry)
-        self.counts["received"] += 1
+        if not (self.broker_redelivers and d.redelivered):
+            # (A broker's own replay of a failed message is counted as redelivered.)
+            self.counts["received"] += 1
         if self.tracked:
             self._held[d.key] = d
         self._emit(d)

@@ -12,7 +12,9 @@ lease. Acks go to the reply subject of the delivery, which stays valid across
 reconnects, so a settle is never lost with a connection.
 
 The message id is the message's stream sequence. At submit the topology's message
-timeout is checked against ``ack_wait`` (the existing consumer's, if it has one).
+timeout is checked against ``ack_wait`` (the existing consumer's, if it has one): a
+tree may stay pending up to twice the message timeout, so the default ``ack_wait`` of
+90 s fits the default timeout of 30 s.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class JetStreamSpout(BrokerSpout):
         servers: str = "nats://127.0.0.1:4222",
         *,
         subject: str | None = None,
-        ack_wait: float = 60.0,
+        ack_wait: float = 90.0,
         max_ack_pending: int = 1000,
         timeout_secs: float = 5.0,
         **kwargs: Any,
