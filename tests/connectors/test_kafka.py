@@ -271,3 +271,44 @@ def test_an_unreachable_broker_is_an_error_naming_connector_address_and_cause() 
         )
     assert err.value.address == address and "KafkaSpout 'source'" in str(err.value)
     assert "cannot reach the broker" in str(err.value) and "refused" in str(err.value)
+
+
+@pytest.mark.parametrize("how", ["timer", "deactivate"])
+def test_offsets_are_committed_on_the_timer_and_on_deactivate(
+    broker: LocalKafkaBroker, how: str
+) -> None:
+    """With a short commit period the acked prefix is committed while running; with a
+    long one, deactivating the topology commits it."""
+    src = topic(broker)
+    ends = produce(broker, src, [f"m{i}".encode() for i in range(20)])
+    period = 0.2 if how == "timer" else 3600
+    spout = KafkaSpout(src, "c-" + how, broker.bootstrap_servers, commit_period_secs=period)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=FailPoison()))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["acked"] == 20)
+        if how == "deactivate":
+            assert committed(broker, src, "c-" + how, 1) == {0: -1001}  # nothing yet
+            cluster.deactivate("k")
+        assert until(lambda: committed(broker, src, "c-" + how, 1) == ends)
+
+
+def test_writes_to_a_missing_topic_fail_their_inputs_and_are_reported(
+    broker: LocalKafkaBroker,
+) -> None:
+    """A sink whose topic is missing confirms nothing: its inputs fail (the spout
+    replays them, then gives up), nothing is acked at the source, and the error names
+    the sink and the topic."""
+    src = topic(broker)
+    produce(broker, src, [b"a", b"b"])
+    spout = KafkaSpout(src, "sink-fail", broker.bootstrap_servers, retry=RetryPolicy(1))
+    missing = "t-missing-" + uuid.uuid4().hex[:8]
+    sink = KafkaSink(missing, broker.bootstrap_servers, timeout_secs=1, check_at_submit=False)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", CONF, pipeline(spout, sink, bolt=FailPoison()))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["dead_lettered"] == 2)
+        source = connector_totals(cluster.metrics("k")["source"])
+        written = connector_totals(cluster.metrics("k")["sink"])
+        errors = cluster.errors("k")
+    assert source["acked"] == 0 and source["failed"] == 4, source  # once, and one retry
+    assert written["written"] == 0 and written["refused"] + written["lost"] == 4
+    assert any("KafkaSink 'sink'" in e and f"topic {missing!r} does not exist" in e for e in errors)
