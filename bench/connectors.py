@@ -215,7 +215,12 @@ def kafka_case(n: int) -> Case:
     def bare() -> None:
         tp = confluent_kafka.TopicPartition
         consumer = confluent_kafka.Consumer(
-            {"bootstrap.servers": servers, "group.id": names["group"], "enable.auto.commit": False}
+            {
+                "bootstrap.servers": servers,
+                "group.id": names["group"],
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,  # as KafkaSpout's consumer
+            }
         )
         consumer.assign([tp(names["src"], 0, confluent_kafka.OFFSET_BEGINNING)])
         producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 2})

@@ -312,3 +312,26 @@ def test_writes_to_a_missing_topic_fail_their_inputs_and_are_reported(
     assert source["acked"] == 0 and source["failed"] == 4, source  # once, and one retry
     assert written["written"] == 0 and written["refused"] + written["lost"] == 4
     assert any("KafkaSink 'sink'" in e and f"topic {missing!r} does not exist" in e for e in errors)
+
+
+def test_a_paused_partition_resumes_where_it_stopped(broker: LocalKafkaBroker) -> None:
+    """With max_uncommitted_offsets far below the topic's size the partitions pause and
+    resume again and again: every record is received once (none skipped at a resume,
+    none taken twice), replays included, and the commit reaches the end."""
+    src = topic(broker, 2)
+    bodies = [f"m{i}".encode() for i in range(120)]
+    ends = produce(broker, src, bodies)
+    spout = KafkaSpout(
+        src,
+        "resume-at",
+        broker.bootstrap_servers,
+        max_uncommitted_offsets=10,
+        retry=RetryPolicy(initial_delay_secs=0.01),
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", CONF, pipeline(spout, None))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["acked"] == 120)
+        counts = connector_totals(cluster.metrics("k")["source"])
+        cluster.kill_topology("k")
+    assert counts["received"] == 120 and counts["failed"] > 0
+    assert committed(broker, src, "resume-at", 2) == ends

@@ -15,7 +15,9 @@
   ``close``; a failed record is replayed by the spout after the RetryPolicy's backoff
   and nothing past it is committed until it is acked (or dead-lettered: written to the
   ``dead_letter`` topic, confirmed, then counted as acked); a partition holding
-  ``max_uncommitted_offsets`` emitted-but-uncommitted records is paused.
+  ``max_uncommitted_offsets`` emitted-but-uncommitted records is paused (a partition
+  half that full commits its acked prefix at once, not at the next period, so a busy
+  partition does not pause and a paused one resumes as soon as it can).
   ``at_most_once``: the offsets of what was polled are committed before it is
   emitted, untracked. ``none``: emitted untracked, positions committed on the timer.
 - Kafka has no per-message lease, so no message timeout check applies; ``reset_timeout``
@@ -150,6 +152,11 @@ class _Session:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest" if spout.first_poll.endswith("latest") else "earliest",
+            # A resumed or rewound partition waits for its first fetch at most this long
+            # (librdkafka's 500 ms default stalls the spout after each pause).
+            "fetch.wait.max.ms": 50,
+            "fetch.queue.backoff.ms": 10,
+            "fetch.error.backoff.ms": 10,
             **spout.consumer_config,
         }
         self.consumer = Consumer(conf)
@@ -164,6 +171,7 @@ class _Session:
         self.offsets: dict[int, PartitionOffsets] = {}
         self.assigned: list[int] = []
         self.paused: set[int] = set()
+        self.resume_at: dict[int, int] = {}  # paused partition -> where it goes on
         now = time.monotonic()
         self.next_refresh = now
         self.next_commit = now + spout.commit_period_secs
@@ -196,6 +204,7 @@ class _Session:
             for p in gone:
                 self.offsets.pop(p, None)
                 self.paused.discard(p)
+                self.resume_at.pop(p, None)
         new = [p for p in mine if p not in self.assigned]
         if new:
             committed = self.consumer.committed(
@@ -224,12 +233,22 @@ class _Session:
     def _timers(self) -> None:
         now = time.monotonic()
         sp = self.spout
-        if sp._commit_now or now >= self.next_commit:
+        if sp._commit_now or now >= self.next_commit or self._half_full_and_committable():
             sp._commit_now = False
             self.next_commit = now + sp.commit_period_secs
             self._commit()
         if now >= self.next_refresh:
             self._refresh(now)
+
+    def _half_full_and_committable(self) -> bool:
+        """A partition holding half its max_uncommitted_offsets whose acked prefix can
+        be committed now: committing it early keeps a busy partition from pausing (and
+        a paused one resumes at once, not at the next commit period). Cheap: the walk
+        stops at the first record not acked."""
+        return any(
+            2 * m.uncommitted >= m.max_uncommitted and m.next_commit() is not None
+            for m in self.offsets.values()
+        )
 
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
         self.errors.raise_fatal(self._error)
@@ -267,18 +286,19 @@ class _Session:
         return out
 
     def _rewind(self, rewind: dict[int, int]) -> None:
-        """Fetch these partitions again from these offsets once they are resumed: the
+        """Pause these partitions, to be read again from these offsets once resumed: the
         records were polled in one batch past the partition's max_uncommitted_offsets."""
         from confluent_kafka import TopicPartition
 
         topic = self.spout.topic
-        tps = [TopicPartition(topic, p) for p in rewind]
-        self.consumer.pause(tps)
+        self.consumer.pause([TopicPartition(topic, p) for p in rewind])
         self.paused.update(rewind)
-        for p, offset in rewind.items():
-            self.consumer.seek(TopicPartition(topic, p, offset))
+        self.resume_at.update(rewind)
 
     def _pause_full_partitions(self) -> None:
+        """Pause the partitions that reached max_uncommitted_offsets, resume the others.
+        A resumed partition is sought to where it stopped: librdkafka purged what it had
+        fetched for it when paused, and a plain resume waits out a fetch backoff."""
         from confluent_kafka import TopicPartition
 
         full = {p for p, m in self.offsets.items() if m.paused}
@@ -289,7 +309,13 @@ class _Session:
         go = self.paused - full
         if stop:
             self.consumer.pause([TopicPartition(topic, p) for p in stop])
+            for p in stop:
+                self.resume_at.setdefault(p, self.offsets[p].last_emitted + 1)
         if go:
+            for p in go:
+                at = self.resume_at.pop(p, None)
+                if at is not None:
+                    self.consumer.seek(TopicPartition(topic, p, at))
             self.consumer.resume([TopicPartition(topic, p) for p in go])
         self.paused = full
 
