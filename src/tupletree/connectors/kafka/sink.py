@@ -66,7 +66,9 @@ class _SinkSession:
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
         self.errors.raise_fatal(self._error)
-        return produce_all(self.producer, self.sink.topic, bodies, self.sink.timeout_secs)
+        verdicts = produce_all(self.producer, self.sink.topic, bodies, self.sink.timeout_secs)
+        self.errors.post_to(self.sink._errors.post, self._error)
+        return verdicts
 
     def close(self) -> None:
         self.producer.flush(self.sink.timeout_secs)
