@@ -5,7 +5,9 @@ broker sink, one acker, max spout pending 1000) on a real-time LocalCluster move
 to a destination of the same broker, acking each at the source once the sink's write
 was confirmed; timed from submit until the source acknowledged all N. In the same run,
 the same N messages go through a bare loop using the same client library: consume,
-write (confirmed), ack, no topology. Prints messages/s for both and their ratio.
+write (confirmed), ack, no topology. The two alternate ``--repeat`` times (3); prints the
+medians of messages/s for both, their ratio, and every run (the machine is shared: single
+runs move by tens of percent).
 
 Adding a broker is one function: decorate ``def case(n) -> Case`` with ``@broker(name)``;
 raise ``Unavailable`` when its broker cannot be reached (the broker is skipped, saying
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -354,24 +357,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("brokers", nargs="*", help=f"default: all of {sorted(CASES)}")
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each, alternated; medians printed"
+    )
     args = parser.parse_args()
-    print(f"tupletree connectors, {compiled.describe()}, {args.messages} messages each")
+    n = args.messages
+    print(f"tupletree connectors, {compiled.describe()}, {n} messages per run")
     for name in args.brokers or sorted(CASES):
         try:
-            case = CASES[name](args.messages)
+            case = CASES[name](n)
         except Unavailable as exc:
             print(f"{name}: skipped ({exc})")
             continue
+        tracked: list[float] = []
+        bare: list[float] = []
         try:
-            case.fill()
-            tracked = topology_rate(case, args.messages)
-            case.fill()
-            bare = bare_rate(case, args.messages)
+            for _ in range(args.repeat):
+                case.fill()
+                tracked.append(topology_rate(case, n))
+                case.fill()
+                bare.append(bare_rate(case, n))
         finally:
             case.cleanup()
+        t, b = statistics.median(tracked), statistics.median(bare)
+        runs = ", ".join(f"{x:,.0f}/{y:,.0f}" for x, y in zip(tracked, bare, strict=True))
         print(
-            f"{name}: topology {tracked:,.0f} msg/s, bare loop {bare:,.0f} msg/s, "
-            f"ratio {tracked / bare:.2f}"
+            f"{name}: topology {t:,.0f} msg/s, bare loop {b:,.0f} msg/s, ratio {t / b:.2f} "
+            f"(medians; runs topology/bare: {runs})"
         )
 
 

@@ -23,6 +23,9 @@ class FakeBroker:
         self.epoch_alive = 0
         self.down = False
         self.refuse: set[bytes] = set()
+        self.idle_wait = 0.005  # how long a fetch with nothing to give waits
+        self.fetch_gate = threading.Event()  # ... and then until it is set
+        self.fetch_gate.set()
         self.sink_gate = threading.Event()  # writes wait until it is set
         self.sink_gate.set()
 
@@ -59,7 +62,8 @@ class FakeSession:
                 b.unacked[(self.epoch, self.tag)] = body
                 out.append(Delivery((self.epoch, self.tag), body, self.epoch, redelivered))
         if not out:
-            threading.Event().wait(min(timeout, 0.005))
+            threading.Event().wait(b.idle_wait)
+            b.fetch_gate.wait(30)
         return out
 
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:

@@ -4,9 +4,9 @@ RabbitMQ's delivery semantics (tests/connectors/fake_broker.py)."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,20 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.connectors.fake_broker import BROKERS, FakeBroker, FakeSink, FakeSpout
+from tests.connectors.support import until
 from tupletree import BasicBolt, Bolt, FailedException, LocalCluster, TopologyBuilder
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
 
 CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 50}
-
-
-def until(cond: Callable[[], bool], secs: float = 30.0) -> bool:
-    deadline = time.monotonic() + secs
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def fake(bodies: list[bytes]) -> tuple[str, FakeBroker]:
@@ -106,6 +98,34 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
     assert counts["stale"] + counts["stale_settles"] >= 20
     assert any("fake://" in e and "connection closed by the broker" in e for e in errors)
     assert not any("another channel" in e for e in errors)
+
+
+class SlowAck(BasicBolt):
+    """Acks each input after 10 ms: the I/O thread is back in its fetch by then."""
+
+    outputs: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        time.sleep(0.01)
+
+
+def test_settles_still_queued_when_the_topology_is_killed_are_sent() -> None:
+    """The I/O thread waits in a fetch while the acks queue up; the topology is killed
+    then (the fetch returns half a second into the kill): the acks must still be sent,
+    not left with the broker."""
+    name, broker = fake([f"m{i}".encode() for i in range(50)])
+    broker.fetch_gate.clear()
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name))
+    b.set_bolt("work", SlowAck()).shuffle_grouping("src")
+    release = threading.Timer(0.5, broker.fetch_gate.set)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"]).get("acked") == 50)
+        assert len(broker.unacked) >= 40  # acks still queued in the spout
+        release.start()
+    release.join()
+    assert not broker.ready and not broker.unacked
 
 
 class ResetThenAck(Bolt):

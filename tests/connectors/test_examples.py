@@ -106,7 +106,7 @@ def test_the_readme_connector_examples_run(index: int, up: Any, capsys: Any) -> 
         assert module.r.xpending("readme-orders", "shop")["pending"] == 0
         module.r.delete("readme-orders", "readme-shouted", "readme-dead")
     elif index == 1:
-        assert printed.strip() == "0"
+        assert printed.strip() == "0 100"
         for queue in ("readme-orders", "readme-shouted"):
             module.channel.queue_delete(queue)
     elif index == 2:

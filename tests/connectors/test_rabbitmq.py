@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.support import POISON, pipeline, until
-from tupletree import LocalCluster
+from tupletree import Bolt, LocalCluster, TopologyBuilder
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
 from tupletree.testing import FeederSpout
@@ -121,6 +121,37 @@ def test_every_message_reaches_the_sink_and_the_queue_ends_empty(channel: Any, q
     spout = connector_totals(metrics["source"])
     assert spout["received"] == 300 and spout["retried"] == spout["failed"] > 0
     assert connector_totals(metrics["sink"])["written"] == 300 + duplicates
+
+
+class HoldFirst(Bolt):
+    """Acks every input but ``hold``, which it keeps unacked."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        if tup[0] != "hold":
+            self.collector.ack(tup)
+
+
+def test_a_message_whose_tree_is_pending_is_never_acknowledged(channel: Any, queues: Any) -> None:
+    """The first delivery's tree never completes while the 100 after it do: the acks of
+    those (a completed prefix is acked with one ``multiple`` ack) must not cover it, so
+    once the topology is gone it is back in the queue, and only it."""
+    src, _, _ = queues
+    put(channel, src, ["hold", *(f"m{i}" for i in range(100))])
+    b = TopologyBuilder()
+    b.set_spout("source", RabbitMQSpout(src, URL))
+    b.set_bolt("hold", HoldFirst()).shuffle_grouping("source")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-hold", CONF, b.create_topology())
+        assert until(
+            lambda: connector_totals(cluster.metrics("rabbit-hold")["source"])["acked"] == 100
+        )
+    assert until(lambda: ready(channel, src) == 1)
+    assert drain(channel, src) == ["hold"]
 
 
 def test_a_message_that_always_fails_goes_to_the_dead_letter(channel: Any, queues: Any) -> None:

@@ -31,15 +31,15 @@ means the connection is in trouble: every body of the batch counts as unconfirme
 from __future__ import annotations
 
 import logging
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from tupletree.connectors.base import Connector
 from tupletree.connectors.errors import ConnectorError
-from tupletree.connectors.mailbox import ErrorMailbox, as_connector_error, close_quietly
+from tupletree.connectors.mailbox import close_quietly
 from tupletree.connectors.retry import RetryPolicy
-from tupletree.connectors.spout import POLL_SECS, RECONNECT
+from tupletree.connectors.spout import POLL_SECS
 from tupletree.topology.components import Bolt
 
 log = logging.getLogger("tupletree.connectors")
@@ -54,7 +54,7 @@ class SinkSession(Protocol):
     def close(self) -> None: ...
 
 
-class BrokerSink(Bolt):
+class BrokerSink(Connector, Bolt):
     """Base of the broker sinks; see the module docstring for the contract."""
 
     outputs: list[str] = []
@@ -73,54 +73,28 @@ class BrokerSink(Bolt):
         self.field = field
         self.encode = encode
         self.max_in_flight = max_in_flight
-        self.reconnect = reconnect if reconnect is not None else RECONNECT
-        self.check_at_submit = check_at_submit
-        self.component = "?"
+        self._init_connector(reconnect, check_at_submit)
 
     # -- what a broker provides -------------------------------------------------------
 
     def connect(self) -> SinkSession:
         raise NotImplementedError
 
-    def address(self) -> str:
-        raise NotImplementedError
-
     def probe(self) -> None:
         self.connect().close()
-
-    def connector_name(self) -> str:
-        return f"{type(self).__name__} {self.component!r}"
-
-    def check_config(self, conf: dict[str, Any], component: str) -> None:
-        """Called at submit: connects once (unless ``check_at_submit=False``)."""
-        self.component = component
-        if self.check_at_submit:
-            try:
-                self.probe()
-            except Exception as exc:
-                raise as_connector_error(self.connector_name(), self.address(), exc) from exc
 
     # -- the worker's side ------------------------------------------------------------
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.component = context.component_id
         self.collector = collector
-        self.context = context
         self.counts = {"overflow": 0}
         self.io_counts = {"written": 0, "refused": 0, "lost": 0, "reconnects": 0}
         self._in_flight = 0  # written by the worker's thread only
         # Shared with the I/O thread; deque append/popleft are atomic.
         self._writes: deque[tuple[Any, bytes]] = deque()
         self._verdicts: deque[tuple[Any, str | None]] = deque()
-        self._errors = ErrorMailbox(self.connector_name, self.address)
-        self._kick = threading.Event()
-        self._stopping = threading.Event()
-        context.register_metric("connector", self.connector_metrics)
-        context.call_each_round(self._settle)
-        self._thread = threading.Thread(
-            target=self._io_loop, name=f"tupletree-{self.connector_name()}", daemon=True
-        )
-        self._thread.start()
+        self._start_io(context, self._io_loop, self._settle)
 
     def execute(self, tup: Any) -> None:
         if self._in_flight >= self.max_in_flight:
@@ -157,10 +131,7 @@ class BrokerSink(Bolt):
         return True
 
     def cleanup(self) -> None:
-        self._stopping.set()
-        self._kick.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+        self._stop_io()
 
     def connector_metrics(self) -> dict[str, int]:
         return {**self.counts, **self.io_counts, "in_flight": self._in_flight}

@@ -63,14 +63,14 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from tupletree.config import Config
-from tupletree.connectors.mailbox import ErrorMailbox, as_connector_error, close_quietly
+from tupletree.connectors.base import Connector
+from tupletree.connectors.mailbox import close_quietly
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.errors import InvalidConfigError
 from tupletree.topology.components import OutputFieldsDeclarer, Spout
@@ -81,7 +81,6 @@ ACK, RETRY, DEAD, TOUCH = "ack", "retry", "dead", "touch"
 POLL_SECS = 0.05
 FETCH_BATCH = 500
 DEFAULT_BUFFER = 1000
-RECONNECT = RetryPolicy(initial_delay_secs=0.1, max_delay_secs=5.0)
 
 # Each counter is written by one thread only: the worker's, or the I/O thread's.
 SPOUT_COUNTERS = ("received", "acked", "failed", "retried", "dead_lettered", "stale")
@@ -147,7 +146,7 @@ def check_lease(
         )
 
 
-class BrokerSpout(Spout):
+class BrokerSpout(Connector, Spout):
     """Base of the broker spouts; see the module docstring for the contract."""
 
     settles_survive_reconnect = True
@@ -181,16 +180,11 @@ class BrokerSpout(Spout):
         if buffer_size is not None and (not isinstance(buffer_size, int) or buffer_size < 1):
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
         self.buffer_size = buffer_size
-        self.reconnect = reconnect if reconnect is not None else RECONNECT
-        self.check_at_submit = check_at_submit
-        self.component = "?"
+        self._init_connector(reconnect, check_at_submit)
 
     # -- what a broker provides -------------------------------------------------------
 
     def connect(self, epoch: int) -> Session:
-        raise NotImplementedError
-
-    def address(self) -> str:
         raise NotImplementedError
 
     def leases(self, conf: dict[str, Any]) -> list[tuple[str, float | None, str]]:
@@ -201,11 +195,6 @@ class BrokerSpout(Spout):
     def probe(self) -> None:
         """Connect once and check what the spout needs; raise ConnectorError."""
         self.connect(0).close()
-
-    # -- names ------------------------------------------------------------------------
-
-    def connector_name(self) -> str:
-        return f"{type(self).__name__} {self.component!r}"
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         declarer.declare(self.fields)
@@ -218,18 +207,13 @@ class BrokerSpout(Spout):
         self.component = component
         for key, lease, what in self.leases(conf):
             check_lease(self.connector_name(), conf, key, lease, what)
-        if self.check_at_submit:
-            try:
-                self.probe()
-            except Exception as exc:
-                raise as_connector_error(self.connector_name(), self.address(), exc) from exc
+        super().check_config(conf, component)
 
     # -- the worker's side ------------------------------------------------------------
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.component = context.component_id
         self.collector = collector
-        self.context = context
         max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
         self.max_pending = max_pending
         if self.buffer_size is None:
@@ -241,19 +225,11 @@ class BrokerSpout(Spout):
         # Shared with the I/O thread. deque append/popleft are atomic: no lock needed.
         self._inbound: deque[Delivery] = deque()
         self._outbound: deque[tuple[str, Delivery]] = deque()
-        self._errors = ErrorMailbox(self.connector_name, self.address)
         self.io_counts = dict.fromkeys(IO_COUNTERS, 0)
         self.epoch = 0
-        self._kick = threading.Event()
-        self._stopping = threading.Event()
         self._session: Session | None = None  # the I/O thread's, for ``interrupt``
         self._fetching = False
-        context.register_metric("connector", self.connector_metrics)
-        context.call_each_round(self._round)
-        self._thread = threading.Thread(
-            target=self._io_loop, name=f"tupletree-{self.connector_name()}", daemon=True
-        )
-        self._thread.start()
+        self._start_io(context, self._io_loop, self._round)
 
     def _valid(self, d: Delivery) -> bool:
         return self.settles_survive_reconnect or d.epoch == self.epoch
@@ -373,10 +349,7 @@ class BrokerSpout(Spout):
         return False
 
     def close(self) -> None:
-        self._stopping.set()
-        self._kick.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+        self._stop_io()
 
     def connector_metrics(self) -> dict[str, int]:
         return {
