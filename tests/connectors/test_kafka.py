@@ -106,6 +106,9 @@ def test_every_record_reaches_the_sink_and_the_offsets_are_committed_to_the_end(
         cluster.submit_topology("k", CONF, pipeline(spout, sink, spouts=2))
         assert until(lambda: connector_totals(cluster.metrics("k")["source"])["acked"] >= 300)
         counts = connector_totals(cluster.metrics("k")["source"])
+        per_task = cluster.metrics("k")["source"]["custom"]["connector"].values()
+        # Round robin over the 2 tasks: partitions 0 and 2 to one, 1 to the other.
+        assert sorted(task["assigned"] for task in per_task) == [1, 2]
         assert until(lambda: connector_totals(cluster.metrics("k")["sink"])["in_flight"] == 0)
         sink_counts = connector_totals(cluster.metrics("k")["sink"])
         errors = cluster.errors("k")
