@@ -28,6 +28,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import contextlib
+
 from tupletree import LocalCluster, TopologyBuilder, compiled
 from tupletree.connectors import connector_totals
 
@@ -175,6 +177,150 @@ def rabbitmq_case(n: int) -> Case:
         lambda: RabbitMQSink(out, url),
         bare,
         cleanup,
+    )
+
+
+@broker("kafka")
+def kafka_case(n: int) -> Case:
+    import confluent_kafka
+
+    from tupletree.connectors.kafka import KafkaSink, KafkaSpout
+    from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker
+
+    # Kafka itself where one answers at TUPLETREE_KAFKA (host:port), else tansu.
+    local = None
+    servers = os.environ.get("TUPLETREE_KAFKA")
+    if servers is None:
+        try:
+            local = LocalKafkaBroker().start()
+        except BrokerUnavailable as exc:
+            raise Unavailable(str(exc)) from exc
+        servers = local.bootstrap_servers
+    names: dict[str, str] = {}
+
+    def fill() -> None:
+        tag = _tag()
+        names.update(src=f"bench-src-{tag}", out=f"bench-out-{tag}", group=f"bench-{tag}")
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": servers})
+        topics = [confluent_kafka.admin.NewTopic(names[k], 1) for k in ("src", "out")]
+        for future in admin.create_topics(topics).values():
+            future.result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 5})
+        for i in range(n):
+            while True:
+                try:
+                    producer.produce(names["src"], f"message {i}".encode())
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        assert producer.flush(60) == 0
+
+    def bare() -> None:
+        tp = confluent_kafka.TopicPartition
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": servers,
+                "group.id": names["group"],
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,  # as KafkaSpout's consumer
+            }
+        )
+        consumer.assign([tp(names["src"], 0, confluent_kafka.OFFSET_BEGINNING)])
+        producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 2})
+        failed: list[Any] = []
+        moved = 0
+        while moved < n:
+            records = [m for m in consumer.consume(500, 0.1) if m.error() is None]
+            if not records:
+                continue
+            for m in records:
+                producer.produce(
+                    names["out"], m.value(), on_delivery=lambda e, _m: e and failed.append(e)
+                )
+            assert producer.flush(60) == 0 and not failed, failed
+            consumer.commit(
+                offsets=[tp(names["src"], 0, records[-1].offset() + 1)], asynchronous=False
+            )
+            moved += len(records)
+        consumer.close()
+
+    return Case(
+        fill,
+        lambda: KafkaSpout(names["src"], names["group"], servers),
+        lambda: KafkaSink(names["out"], servers),
+        bare,
+        lambda: local.stop() if local is not None else None,
+    )
+
+
+@broker("jetstream")
+def jetstream_case(n: int) -> Case:
+    import asyncio
+
+    import nats
+
+    from tupletree.connectors.nats import JetStreamSink, JetStreamSpout
+
+    server = "nats://127.0.0.1:4222"
+
+    async def with_js(fn: Callable[[Any], Any]) -> Any:
+        nc = await nats.connect(server, max_reconnect_attempts=1, connect_timeout=2)
+        try:
+            return await fn(nc.jetstream())
+        finally:
+            await nc.close()
+
+    async def probe(js: Any) -> None:
+        await js.account_info()
+
+    try:
+        asyncio.run(with_js(probe))
+    except Exception as exc:
+        raise Unavailable(f"no NATS with JetStream at {server}: {exc!r}") from exc
+    names: dict[str, str] = {}
+
+    async def recreate(js: Any) -> None:
+        for key in ("src", "out"):
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(names[key])
+            await js.add_stream(name=names[key], subjects=[names[key] + ".in"])
+        for start in range(0, n, 1000):
+            await asyncio.gather(
+                *(
+                    js.publish(names["src"] + ".in", f"message {i}".encode())
+                    for i in range(start, min(n, start + 1000))
+                )
+            )
+
+    def fill() -> None:
+        tag = _tag()
+        names.update(src=f"bench_src_{tag}", out=f"bench_out_{tag}")
+        asyncio.run(with_js(recreate))
+
+    async def move(js: Any) -> None:
+        sub = await js.pull_subscribe(names["src"] + ".in", durable="bare", stream=names["src"])
+        moved = 0
+        while moved < n:
+            try:
+                msgs = await sub.fetch(500, timeout=1)
+            except nats.errors.TimeoutError:
+                continue
+            await asyncio.gather(*(js.publish(names["out"] + ".in", m.data) for m in msgs))
+            for m in msgs:
+                await m.ack()
+            moved += len(msgs)
+
+    async def drop(js: Any) -> None:
+        for key in ("src", "out"):
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(names[key])
+
+    return Case(
+        fill,
+        lambda: JetStreamSpout(names["src"], "bench", server),
+        lambda: JetStreamSink(names["out"] + ".in", server),
+        lambda: asyncio.run(with_js(move)),
+        lambda: asyncio.run(with_js(drop)),
     )
 
 

@@ -12,6 +12,7 @@ from tupletree import BasicBolt, Bolt, FailedException, TopologyBuilder
 from tupletree.topology.builder import Topology
 
 POISON = "poison"
+CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200}
 
 
 def until(cond: Callable[[], bool], secs: float = 60.0) -> bool:
@@ -63,9 +64,25 @@ class SlowAcker(Bolt):
                 self.collector.reset_timeout(held)
 
 
-def pipeline(spout: Any, sink: Any, workers: int = 1) -> Topology:
+class FailPoison(BasicBolt):
+    """Fails every ``poison``, passes the other messages on."""
+
+    outputs = ["message"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[0] == POISON:
+            raise FailedException("poison")
+        collector.emit([tup[0]])
+
+
+def pipeline(
+    spout: Any, sink: Any, workers: int = 1, bolt: Any = None, spouts: int | None = None
+) -> Topology:
+    """spout -> ``bolt`` (FailAFifth by default) -> ``sink`` (None: no sink)."""
     b = TopologyBuilder()
-    b.set_spout("source", spout, parallelism=workers)
-    b.set_bolt("work", FailAFifth(), parallelism=workers).shuffle_grouping("source")
-    b.set_bolt("sink", sink, parallelism=workers).shuffle_grouping("work")
+    b.set_spout("source", spout, parallelism=spouts or workers)
+    work = bolt if bolt is not None else FailAFifth()
+    b.set_bolt("work", work, parallelism=workers).shuffle_grouping("source")
+    if sink is not None:
+        b.set_bolt("sink", sink, parallelism=workers).shuffle_grouping("work")
     return b.create_topology()

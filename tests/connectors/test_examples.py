@@ -39,6 +39,37 @@ def rabbitmq_up() -> str | None:
     return None
 
 
+def kafka_up() -> str | None:
+    try:
+        import confluent_kafka  # noqa: F401
+
+        from tupletree.connectors.kafka.local_broker import tansu_binary
+
+        tansu_binary()
+    except Exception as exc:
+        return f"no Kafka-compatible broker to start ({exc})"
+    return None
+
+
+def nats_up() -> str | None:
+    import asyncio
+
+    async def probe() -> None:
+        import nats
+
+        nc = await nats.connect("nats://127.0.0.1:4222", max_reconnect_attempts=1)
+        try:
+            await nc.jetstream().account_info()
+        finally:
+            await nc.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:
+        return f"no NATS with JetStream at 127.0.0.1:4222 ({exc!r})"
+    return None
+
+
 def connector_blocks() -> list[str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Connectors\n", 1)[1].split("\n## ", 1)[0]
@@ -57,23 +88,31 @@ def run_block(code: str, name: str) -> Any:
     return module
 
 
-@pytest.mark.parametrize("index,up", [(0, redis_up), (1, rabbitmq_up)], ids=["redis", "rabbitmq"])
+@pytest.mark.parametrize(
+    "index,up",
+    [(0, redis_up), (1, rabbitmq_up), (2, kafka_up), (3, nats_up)],
+    ids=["redis", "rabbitmq", "kafka", "jetstream"],
+)
 def test_the_readme_connector_examples_run(index: int, up: Any, capsys: Any) -> None:
     reason = up()
     if reason:
         pytest.skip(reason)
     blocks = connector_blocks()
-    assert len(blocks) == 2
+    assert len(blocks) == 4
     module = run_block(blocks[index], f"readme_connectors_{index}")
     printed = capsys.readouterr().out
     if index == 0:
         assert "'acked': 100" in printed
         assert module.r.xpending("readme-orders", "shop")["pending"] == 0
         module.r.delete("readme-orders", "readme-shouted", "readme-dead")
-    else:
+    elif index == 1:
         assert printed.strip() == "0 100"
         for queue in ("readme-orders", "readme-shouted"):
             module.channel.queue_delete(queue)
+    elif index == 2:
+        assert printed.strip() == "[50, 50]"
+    else:
+        assert printed.strip() == "0"
 
 
 def load_example(name: str) -> Any:
@@ -85,7 +124,15 @@ def load_example(name: str) -> Any:
     return module
 
 
-@pytest.mark.parametrize("name,up", [("redis_streams", redis_up), ("rabbitmq_queue", rabbitmq_up)])
+@pytest.mark.parametrize(
+    "name,up",
+    [
+        ("redis_streams", redis_up),
+        ("rabbitmq_queue", rabbitmq_up),
+        ("kafka_topic", kafka_up),
+        ("jetstream_stream", nats_up),
+    ],
+)
 def test_the_example_pipelines_move_every_message(name: str, up: Any) -> None:
     reason = up()
     if reason:

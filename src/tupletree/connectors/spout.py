@@ -53,6 +53,10 @@ Contract, for a broker's subclass:
   closed and replaced; when settles survive a reconnect, the actions it was given are
   settled again by the next session (acknowledging twice is harmless), else dropped. On
   ``close`` the settles still queued are sent before the session closes.
+- A broker that can delay a redelivery itself sets ``broker_redelivers``: a failed
+  message is then not held for a replay; its RETRY settle asks the broker to deliver it
+  again after ``retry.delay(d.failures)``, and its session sets ``Delivery.failures``
+  from the broker's delivery count (so the count survives a restart of the worker).
 """
 
 from __future__ import annotations
@@ -146,6 +150,15 @@ class BrokerSpout(Connector, Spout):
     """Base of the broker spouts; see the module docstring for the contract."""
 
     settles_survive_reconnect = True
+    # False: the spout replays a failed message itself after its backoff. True: the
+    # broker does (JetStream's nak with a delay); the session's RETRY settle asks it to
+    # after ``retry.delay(d.failures)``, and sets ``failures`` of what it fetches from
+    # the broker's own delivery count.
+    broker_redelivers = False
+    # False: emit untracked (no msg id, no ack or fail comes back, nothing is held),
+    # for a spout whose processing guarantee does not need the tree (Kafka's
+    # at-most-once and none).
+    tracked = True
 
     def __init__(
         self,
@@ -243,8 +256,11 @@ class BrokerSpout(Connector, Spout):
             return
         if d.key in self._held:
             return  # the broker gave us again what we hold (a claim of our own entry)
-        self.counts["received"] += 1
-        self._held[d.key] = d
+        if not (self.broker_redelivers and d.redelivered):
+            # (A broker's own replay of a failed message is counted as redelivered.)
+            self.counts["received"] += 1
+        if self.tracked:
+            self._held[d.key] = d
         self._emit(d)
 
     def _emit(self, d: Delivery) -> None:
@@ -261,7 +277,7 @@ class BrokerSpout(Connector, Spout):
             )
             self._give_up(d)
             return
-        self.collector.emit(values, msg_id=d.key)
+        self.collector.emit(values, msg_id=d.key if self.tracked else None)
 
     def ack(self, msg_id: Any) -> None:
         d = self._held.pop(msg_id, None)
@@ -286,9 +302,14 @@ class BrokerSpout(Connector, Spout):
             self._give_up(d)
         else:
             self.counts["retried"] += 1
-            self._seq += 1
-            due = time.monotonic() + self.retry.delay(d.failures)
-            heapq.heappush(self._retries, (due, self._seq, msg_id))
+            if self.broker_redelivers:
+                # The broker delivers it again once the backoff passed (the session
+                # asks it to with the RETRY settle): nothing to hold until then.
+                del self._held[msg_id]
+            else:
+                self._seq += 1
+                due = time.monotonic() + self.retry.delay(d.failures)
+                heapq.heappush(self._retries, (due, self._seq, msg_id))
             self._send(RETRY, d)
 
     def _give_up(self, d: Delivery) -> None:

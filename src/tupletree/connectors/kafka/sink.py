@@ -1,0 +1,74 @@
+"""KafkaSink: produces each input's message to a topic and acks the input on a positive
+delivery report only (``acks=all`` by default: the partition's in-sync replicas have it).
+
+The producing and the waiting for reports happen on the sink's I/O thread (BrokerSink):
+the worker never blocks. A report with an error, or none within ``timeout_secs``, fails
+the input, so the spout replays it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tupletree.connectors.errors import ConnectorError
+from tupletree.connectors.kafka.client import (
+    KafkaErrors,
+    check_topic,
+    client_config,
+    produce_all,
+)
+from tupletree.connectors.sink import BrokerSink
+
+
+class KafkaSink(BrokerSink):
+    def __init__(
+        self,
+        topic: str,
+        bootstrap_servers: str = "127.0.0.1:9092",
+        *,
+        producer_config: dict[str, Any] | None = None,
+        timeout_secs: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"KafkaSink topic must be a non-empty string, got {topic!r}")
+        self.topic = topic
+        self.bootstrap_servers = bootstrap_servers
+        self.producer_config = dict(producer_config or {})
+        self.timeout_secs = timeout_secs
+
+    def address(self) -> str:
+        return self.bootstrap_servers
+
+    def connect(self) -> _SinkSession:
+        return _SinkSession(self)
+
+
+class _SinkSession:
+    def __init__(self, sink: KafkaSink) -> None:
+        from confluent_kafka import Producer
+
+        self.sink = sink
+        self.errors = KafkaErrors()
+        self.producer = Producer(
+            {
+                **client_config(sink.bootstrap_servers, self.errors),
+                "acks": "all",
+                "linger.ms": 2,
+                **sink.producer_config,
+            }
+        )
+        check_topic(self.producer, sink.topic, sink.timeout_secs, self.errors, self._error)
+
+    def _error(self, cause: str) -> ConnectorError:
+        return ConnectorError(self.sink.connector_name(), self.sink.address(), cause)
+
+    def write(self, bodies: list[bytes]) -> list[str | None]:
+        self.errors.raise_fatal(self._error)
+        verdicts = produce_all(self.producer, self.sink.topic, bodies, self.sink.timeout_secs)
+        self.errors.post_to(self.sink._errors.post, self._error)
+        return verdicts
+
+    def close(self) -> None:
+        self.producer.flush(self.sink.timeout_secs)
