@@ -10,7 +10,7 @@ ROOT = 0xABC
 
 
 def test_reference_001_chain_spout_a_b():
-    """Spout -> A -> B: values 100, 100^200, 200, 0 (reference/001's table)."""
+    """Spout -> A -> B: values 100, 100^200, 200, 0 (FsShelter's worked table for a chain)."""
     ledger = AckerLedger()
     # Track + Anchor(aid, 100): the spout's init carries the edge it sent to A.
     assert ledger.init(ROOT, 100, spout_task=1) is None
@@ -51,7 +51,8 @@ def test_fan_out_with_storms_combined_messages():
 
 
 def test_reference_002_multi_anchoring_across_two_ackers():
-    """reference/002: tid1 anchored to stid1 (acker 1) and stid2 (acker 2), 4-bit ids."""
+    """Two spout tuples tracked by two ackers: tid1 anchored to stid1 (acker 1) and
+    stid2 (acker 2), 4-bit ids."""
     stid1, stid2, tid1 = 0b1010, 0b1011, 0b1100
     root1, root2 = 2, 3  # root % 2 picks the acker: root1 -> acker 0, root2 -> acker 1
     ackers = [AckerLedger(), AckerLedger()]

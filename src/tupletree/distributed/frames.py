@@ -20,17 +20,10 @@ Decisions:
 - Values are one flat list for the whole frame: a tuple's values are as many as its
   source declares fields (every emit checks it), so the receiver slices them back.
   Pickle then writes one list instead of a list per tuple, and loads one: loading was
-  the costliest step of a frame (231 of ~720 ns per item, scratch timing), most of it
-  filling a list per tuple.
+  the costliest step of a frame, most of it filling a list per tuple.
 
-Measured with callgrind (instructions, repeatable where wall clock on this VM is not),
-encode + dumps + loads + decode of 200-item frames (word tuples, sentences, acker
-messages; a scratch script, compiled), per item: 5,922 with the previous layout (a
-target-task column, a values list per tuple, a Python-level ``RemoteInbox.append``);
-4,214 with runs per task and flat values; 3,971 with "L" arrays (ID_TYPECODE); 3,433
-with runtime messages in a column. ``bash bench/instructions_two.sh`` (per sentence,
-both workers): 155,098 / 144,349 -> 130,806 / 129,396 for the first step; the rest
-in notes/performance.md.
+Each of these choices was measured with callgrind (``bash bench/instructions_transport.sh``
+and ``bash bench/instructions_two.sh``); the figures are in notes/performance.md.
 """
 
 from __future__ import annotations
@@ -66,7 +59,7 @@ MESSAGE_WIDTHS = (2, 4)
 
 # Ids are unsigned 64-bit. array's "L" (C unsigned long) converts a Python int through
 # a plain loop over its digits, while "Q" (unsigned long long) goes through CPython's
-# generic byte-array conversion: 6.6 vs 17.4 ns per id (timeit, 1,000 random ids).
+# generic byte-array conversion, several times slower per id (notes/performance.md).
 # "L" is 8 bytes on 64-bit Linux and macOS; where it is not (Windows), "Q".
 ID_TYPECODE = "L" if array("L").itemsize == 8 else "Q"
 

@@ -44,7 +44,7 @@ fails, or is too short to hold a mac, is dropped and counted per the sender it c
 (``MAXMSGSIZE``; the connection that sent one is dropped); a sender splits a batch that
 would exceed it, and reports an item that alone would as unserializable.
 
-Tuples are not pickled as objects (about 3 us each, measured) but as columns of plain
+Tuples are not pickled as objects (costly per tuple) but as columns of plain
 data; the receiver rebuilds them, reusing one TupleSource per source.
 ``python bench/transport.py`` measures the whole path per item.
 """
@@ -178,12 +178,10 @@ class Transport:
 
         Why not after every scheduler round: a busy worker's rounds are short, and a
         frame per round carried ~50 items, so the per-frame costs (pickle set-up, a
-        ZeroMQ message, a poll and a receive on the other side) weighed on every item.
-        ``python bench/two_workers.py 400000``, same minutes: a flush per round 94,828 /
-        102,995 sentences/s (~50 items per frame); 256 items or 2 ms 108,461 / 105,768;
-        512 items or 2 ms 115,222 / 111,346 (~200 items per frame); 1,024 or 5 ms
-        112,505. Storm makes the same trade (``topology.producer.batch.size``, flushed
-        every ``topology.flush.tuple.freq.millis``, 1 ms).
+        ZeroMQ message, a poll and a receive on the other side) weighed on every item;
+        512 items or 2 ms measured best (notes/performance.md). Storm makes the same
+        trade (``topology.producer.batch.size``, flushed every
+        ``topology.flush.tuple.freq.millis``, 1 ms).
         """
         if (
             idle

@@ -180,12 +180,11 @@ def worker_gc() -> Iterator[None]:
     Why: tuples in flight between workers (decoded frames, inbox backlogs) are young
     containers that outlive many collections of the youngest generation at its default
     threshold of 700 allocations, so each collection walks them again to no avail
-    (callgrind: 7% of a worker's instructions in gc_collect_main). Freezing what the
-    worker built at start and collecting the young generation every 10,000 allocations
-    instead: ``python bench/two_workers.py 400000`` 76,123 / 75,663 -> 92,657 / 86,039
-    sentences/s, same minutes. One process alone (LocalCluster) showed no difference
-    (110,501 / 111,598 vs 110,448 / 110,116), so LocalCluster leaves the user's process
-    as it is. Nothing here disables collection: cycles are still found.
+    (callgrind showed a worker's instructions in gc_collect_main). So: freeze what the
+    worker built at start and collect the young generation every 10,000 allocations,
+    which made two workers measurably faster and one process alone (LocalCluster) no
+    faster, so LocalCluster leaves the user's process as it is (notes/performance.md).
+    Nothing here disables collection: cycles are still found.
     """
     old = gc.get_threshold()
     gc.freeze()

@@ -1,7 +1,7 @@
 """CoordinatedBolt: tells a bolt when it has seen every tuple of a request.
 
-Wraps a user bolt in a linear DRPC topology (reference/004). Field 0 of every tuple is
-the request id. Per request, each task of the wrapper tracks:
+Wraps a user bolt in a linear DRPC topology, as Storm's CoordinatedBolt does. Field 0
+of every tuple is the request id. Per request, each task of the wrapper tracks:
 
 - ``received``: tuples of the request the user bolt acked (failing one fails the request);
 - ``emitted``: tuples the user bolt sent to each downstream task (``emit`` returns the

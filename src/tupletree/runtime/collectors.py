@@ -178,7 +178,7 @@ class _Base:
         # ``emit`` looks up only non-direct streams; a direct one falls to _resolve.
         self._routes = {s: r for s, r in routes.items() if not r.direct}
         # Task id -> its inbox's bound ``append``: calling it skips a method lookup per
-        # delivery (95,440 -> 93,639 instructions per sentence, bench/instructions.sh).
+        # delivery (measured: notes/performance.md).
         # A worker's inboxes never change once it is built.
         self._deliver: dict[int, Callable[[Any], None]] = {
             t: box.append for t, box in wiring.inboxes.items()

@@ -285,7 +285,7 @@ class BoltExecutor(Executor):
         if self.basic:
             # BasicBolt: auto-ack inlined (OutputCollector.ack's logic), the hottest loop.
             # The annotated locals let the compiled build read Tuple's fields directly
-            # (166,915 -> 151,227 instructions per sentence with them, bench/instructions.sh).
+            # (measured: notes/performance.md, "Figures moved out of docstrings").
             bc = self.basic_collector
             assert bc is not None
             execute = self.bolt.execute

@@ -77,10 +77,8 @@ class LoadAwareShuffleRouter:
     receive buffer, so a topology with one spout task would run all of a shuffled
     bolt's work on the spout's worker while the other workers' tasks idle. Where spouts
     run in every worker it can be worth turning on: the 2-worker word count then keeps
-    spout -> split in the worker. There it saves little: +7% on average in three
-    alternated wall-clock pairs (``bench/two_workers.py``, within this VM's noise), and
-    60,190 + 67,603 instructions per sentence against 61,812 + 66,917 with it off
-    (callgrind, per worker; notes/performance.md): the words crossing cost far more.
+    spout -> split in the worker. There it saves little (notes/performance.md): the
+    words crossing workers cost far more than the sentence it keeps local.
     """
 
     __slots__ = (
