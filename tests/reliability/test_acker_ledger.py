@@ -196,3 +196,13 @@ def test_reset_keeps_an_early_record_alive():
 def test_zero_target_spout_tuple_is_acked_at_once():
     """A tracked spout tuple with no subscribers (init value 0) is complete at once."""
     assert AckerLedger().init(1, 0, spout_task=6) == (ACKED, 1, 6)
+
+
+def test_membership_and_value_cover_trees_and_early_records():
+    """``in`` and ``value`` see a tree and an early record alike, and nothing else."""
+    ledger = AckerLedger()
+    ledger.init(1, 0b11, spout_task=1)
+    ledger.ack(2, 0b101)
+    assert 1 in ledger and 2 in ledger and 3 not in ledger
+    assert ledger.value(1) == 0b11 and ledger.value(2) == 0b101
+    assert ledger.value(3) is None
