@@ -65,6 +65,9 @@ def test_a_bolt_that_never_acks_is_named_in_the_timed_out_tree(sim_cluster):
     feeder.feed([2], msg_id="two")
     sim_cluster.wait_idle()
     assert sim_cluster.timed_out("stall") == []
+    worker = sim_cluster._workers["stall"]
+    watched = [len(ex.held) for ex in worker.bolts if getattr(ex, "held", None) is not None]
+    assert sorted(watched) == [0, 1]  # the acked input is not watched, the kept one is
     sim_cluster.advance_time(61)
     assert tracker.failed == {"one"} and tracker.acked == {"two"}
     (tree,) = sim_cluster.timed_out("stall")

@@ -196,3 +196,23 @@ def test_reset_keeps_an_early_record_alive():
 def test_zero_target_spout_tuple_is_acked_at_once():
     """A tracked spout tuple with no subscribers (init value 0) is complete at once."""
     assert AckerLedger().init(1, 0, spout_task=6) == (ACKED, 1, 6)
+
+
+def test_membership_and_value_cover_trees_and_early_records():
+    """``in`` and ``value`` see a tree and an early record alike, and nothing else."""
+    ledger = AckerLedger()
+    ledger.init(1, 0b11, spout_task=1)
+    ledger.ack(2, 0b101)
+    assert 1 in ledger and 2 in ledger and 3 not in ledger
+    assert ledger.value(1) == 0b11 and ledger.value(2) == 0b101
+    assert ledger.value(3) is None
+
+
+def test_side_limits_default_to_a_sixteenth_of_high_water_and_at_least_1024():
+    """The early and settled tables default to max(1024, high_water // 16) entries,
+    rounded down to whole buckets."""
+    big = AckerLedger(high_water=2**20)
+    assert big.early_limit == big.settled_limit == (2**16 // 3) * 3
+    small = AckerLedger(high_water=1000)
+    assert small.early_limit == small.settled_limit == (1024 // 3) * 3
+    assert AckerLedger(early_limit=30, settled_limit=60).early_limit == 30

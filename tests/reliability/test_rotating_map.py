@@ -95,3 +95,33 @@ def test_capped_map_refuses_a_capacity_below_its_buckets():
     """Each bucket must hold at least one entry; the error gives both numbers."""
     with pytest.raises(ValueError, match=r"3 buckets.*at least 3, got 2"):
         CappedRotatingMap(3, capacity=2)
+
+
+def test_put_counts_each_new_key_once():
+    """len counts distinct keys through puts of new keys and re-puts of old ones."""
+    m = RotatingMap(3)
+    for key in "abc":
+        m.put(key, 1)
+    m.rotate()
+    m.put("a", 2)  # from an older bucket back to the nursery
+    m.put("b", 3)
+    m.put("b", 4)  # already in the nursery
+    assert len(m) == 3
+    assert m.rotate() == {} and m.rotate() == {"c": 1}
+
+
+def test_capped_put_of_a_held_key_moves_it_without_dropping_others():
+    """Re-putting a key into a full nursery drops nothing (it takes its own place), and
+    re-putting a key from an older bucket leaves one copy of it."""
+    m = CappedRotatingMap(2, capacity=4)  # 2 per bucket
+    m.put_new("old", 0)
+    m.rotate()
+    m.put_new("x", 1)
+    m.put_new("y", 2)  # the nursery is full
+    m.put("x", 3)
+    assert sorted(m) == ["old", "x", "y"] and len(m) == 3
+    m2 = CappedRotatingMap(2, capacity=4)
+    m2.put_new("k", 1)
+    m2.rotate()
+    m2.put("k", 2)
+    assert len(m2) == 1 and m2.rotate() == {} and m2.rotate() == {"k": 2}

@@ -89,3 +89,15 @@ def test_duplicate_anchor_completes():
     (r, v) = ack_values(t)[0]
     assert ledger.ack(r, v) is None
     assert ledger.ack(*ack_values(child)[0]) == (ACKED, ROOT, 1)
+
+
+def test_untracked_anchors_are_skipped_not_the_end_of_the_list():
+    """Anchors [untracked, tracked]: the child joins the tracked anchor's tree and only
+    the tracked anchor draws an edge (found by mutation testing: ``continue`` -> ``break``
+    went unnoticed)."""
+    untracked = model_tuple("u", None)
+    tracked = model_tuple("t", {ROOT: 5})
+    ids = iter([7])
+    assert anchor_child([untracked, tracked], lambda: next(ids)) == {ROOT: 7}
+    assert tracked._ack_val == 7 and untracked._ack_val == 0
+    assert anchor_child([untracked], lambda: next(ids)) is None

@@ -174,6 +174,16 @@ class AckerLedger:
             rec = self._early.get(root)
         return None if rec is None else rec.val
 
+    @property
+    def early_limit(self) -> int:
+        """The most early records held (rounded down to whole buckets)."""
+        return self._early.capacity
+
+    @property
+    def settled_limit(self) -> int:
+        """The most settled roots remembered (rounded down to whole buckets)."""
+        return self._settled.capacity
+
     def early_count(self) -> int:
         """Early records held: acks and fails still waiting for their tree's init."""
         return len(self._early)
