@@ -17,8 +17,7 @@ from typing import Any, TypeAlias
 # A random 64-bit tuple id (a root or an edge), as a Python int. Annotated as Any, not
 # int, for the compiled build: mypyc keeps an ``int`` as a 63-bit tagged value when it
 # fits, and three random 64-bit ids in four do not, so ``int`` would cost a failed
-# conversion at every use (143,871 -> 132,664 instructions per word-count sentence
-# with Id on the hot path: bench/instructions.sh on commit ebab939 and its parent).
+# conversion at every use (measured: notes/performance.md).
 Id: TypeAlias = Any
 
 _BATCH = 1024
