@@ -345,7 +345,8 @@ class BoltExecutor(Executor):
                     self.report(exc, "execute")
                     continue
                 # Identity, not ``>= 0`` (a generic compare of Ids, measurably dearer:
-                # notes/performance.md): SETTLED (-1) is one cached int object. A miss would only watch a settled tuple, which add() prunes.
+                # notes/performance.md): SETTLED (-1) is one cached int object. A miss
+                # would only watch a settled tuple, which add() prunes.
                 if (
                     held is not None
                     and tup._ack_val is not SETTLED
