@@ -701,3 +701,33 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
         intruder.close()
         junk.close()
     cluster.kill_topology("guarded")
+
+
+class HoldsEverything(Bolt):
+    """Keeps every input and never acks nor fails one."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.held: list[Any] = []
+
+    def execute(self, tup: Any) -> None:
+        self.held.append(tup)
+
+
+def test_timed_out_trees_name_the_bolt_that_held_them(cluster: SparkCluster) -> None:
+    """Issue 15, where trees stall, on Spark: a bolt that never acks yields timed-out
+    trees naming the spout message and that bolt's task, holding the tuple in execute."""
+    b = TopologyBuilder()
+    b.set_spout("src", NumberedSentences(3))
+    b.set_bolt("sink", HoldsEverything()).shuffle_grouping("src")
+    conf = {**CONF, Config.TOPOLOGY_WORKERS: 1, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 1}
+    cluster.submit_topology("stalls", conf, b.create_topology())
+    # The spout replays what fails, so the same three messages time out again and again.
+    wait_for(lambda: len(cluster.timed_out("stalls")) >= 3, 60, "three timed-out trees")
+    trees = cluster.timed_out("stalls")
+    assert {t.msg_id for t in trees} <= {0, 1, 2}
+    for tree in trees:
+        assert tree.spout_component == "src"
+        assert [(h.component, h.state) for h in tree.holders] == [("sink", "executing")]
+    cluster.kill_topology("stalls")

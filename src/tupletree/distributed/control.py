@@ -65,8 +65,9 @@ class Ready:
 @dataclass(frozen=True)
 class Metrics:
     """A worker's periodic report: its tasks' metrics, the errors reported since the
-    last report, whether its last round was idle, frames per peer address, and its
-    resident memory (None where it cannot be read)."""
+    last report, whether its last round was idle, frames per peer address, its
+    resident memory (None where it cannot be read), and the trees its spouts saw time
+    out since the last report (``TimedOutTree.to_dict``; at most ``RECENT_LIMIT``)."""
 
     snapshot: dict[int, dict[str, Any]]
     errors: list[str]
@@ -74,6 +75,7 @@ class Metrics:
     sent_to: dict[str, int]
     received_from: dict[str, int]
     rss_bytes: int | None = None
+    timed_out: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

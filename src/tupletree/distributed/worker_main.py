@@ -206,7 +206,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     poller = zmq.Poller()
     poller.register(transport.socket, zmq.POLLIN)
     last_report = 0.0
-    errors_sent = 0
+    sent = (0, 0)  # errors and timed-out trees reported so far
     idle_rounds = 0
     draining_since: float | None = None
     while True:
@@ -227,7 +227,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         busy = worker.step(now)
         idle_rounds = 0 if busy else idle_rounds + 1
         if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
-            errors_sent = _report(worker, transport, control, errors_sent, idle_rounds > 0)
+            sent = _report(worker, transport, control, sent, idle_rounds > 0)
             last_report = now
         if draining_since is not None and (
             (idle_rounds > 2 and not transport.blocked()) or now - draining_since > DRAIN_SECS
@@ -236,28 +236,31 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         if not busy:
             poller.poll(IDLE_WAIT_MS)
     worker.shutdown()
-    _report(worker, transport, control, errors_sent, idle=True)
+    _report(worker, transport, control, sent, idle=True)
 
 
 def _report(
     worker: Worker,
     transport: Any,
     control: Any,
-    errors_sent: int,
+    sent: tuple[int, int],
     idle: bool,
-) -> int:
-    """Send the driver this worker's metrics and new errors; return the errors sent."""
+) -> tuple[int, int]:
+    """Send the driver this worker's metrics, new errors and newly timed-out trees;
+    return how many of each have been sent."""
+    errors_sent, timed_out_sent = sent
     control.send(
         Metrics(
             snapshot=worker.metrics_snapshot(),
             errors=worker.errors_since(errors_sent),
+            timed_out=worker.timed_out.since(timed_out_sent),
             idle=idle and not transport.blocked(),
             sent_to=dict(transport.sent_to),
             received_from=dict(transport.received_from),
             rss_bytes=resident_bytes(),
         )
     )
-    return worker.error_count
+    return worker.error_count, worker.timed_out.count
 
 
 def resident_bytes() -> int | None:

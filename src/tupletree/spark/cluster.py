@@ -21,6 +21,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from tupletree.distributed.control import (
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import TopologyNotFoundError
 from tupletree.runtime.metrics import aggregate, merge_snapshots
+from tupletree.runtime.stalls import RECENT_LIMIT, TimedOutTree
 from tupletree.runtime.worker import make_layout, pickled_components
 from tupletree.spark.errors import SparkJobFailed
 from tupletree.topology.builder import Topology
@@ -69,6 +71,8 @@ class _Running:
         self.ready_workers: set[int] = set()  # workers that said Ready (any attempt)
         self.ended: str | None = None  # why the Spark job ended, when nobody asked it to
         self.crash_loops: dict[int, str] = {}  # worker -> the last error of its crash loop
+        # The newest timed-out trees over all workers, oldest first (runtime/stalls.py).
+        self.timed_out: deque[TimedOutTree] = deque(maxlen=RECENT_LIMIT)
         self.changed = threading.Condition(self.lock)
 
     def worker_registered(self, worker: int, attempt: int, event: WorkerRegistered) -> None:
@@ -88,6 +92,7 @@ class _Running:
         with self.lock:
             self.snapshots[(worker, attempt)] = report.snapshot
             self.reports[worker] = (attempt, report, time.monotonic())
+            self.timed_out.extend(TimedOutTree.from_dict(t) for t in report.timed_out)
             self.changed.notify_all()
 
     def worker_restarting(self, worker: int, attempt: int, event: WorkerRestarting) -> None:
@@ -309,6 +314,15 @@ class SparkCluster(ClusterBase):
     def logs(self, name: str) -> list[str]:
         """Log records (WARNING and up) the topology's workers logged, oldest first."""
         return self._get(name).launcher.logs()
+
+    def timed_out(self, name: str) -> list[TimedOutTree]:
+        """The newest trees that timed out (at most RECENT_LIMIT), oldest first, each with
+        its spout message and where it stalled, as LocalCluster's. Each worker looks for
+        the holders among its own tasks, so a tree that stalled on another worker than
+        its spout's names no holder there. They arrive with the workers' reports."""
+        running = self._get(name)
+        with running.lock:
+            return list(running.timed_out)
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once every worker reports an idle round and no frame is in flight
