@@ -89,7 +89,7 @@ def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
     assert leftovers == []
     assert wait_pids_gone(pids, 1.0) == []
     assert not launcher.running and launcher.job_error is None
-    assert stop_secs < 10, stop_secs
+    assert stop_secs < 30, stop_secs  # bounded by its timeout, with room for a busy machine
 
 
 def test_more_workers_than_slots_fails_fast_with_both_numbers(spark):
@@ -97,7 +97,9 @@ def test_more_workers_than_slots_fails_fast_with_both_numbers(spark):
     t0 = time.monotonic()
     with pytest.raises(NotEnoughSlotsError) as info:
         launcher.start()
-    assert time.monotonic() - t0 < 3
+    # At once, not after the slot wait (a third of the start timeout): room for a busy
+    # machine.
+    assert time.monotonic() - t0 < 30
     msg = str(info.value)
     assert "needs 3 worker slots" in msg and "only 2" in msg and "local[2,4]" in msg, msg
     assert (info.value.needed, info.value.available) == (3, 2)
@@ -188,7 +190,7 @@ def test_start_timeout_names_missing_workers_and_cleans_up(spark):
     t0 = time.monotonic()
     with pytest.raises(WorkerStartTimeout) as info:
         launcher.start()
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 60  # the 3 s start timeout, not the default 120 s
     assert info.value.missing == [0, 1]
     assert "workers [0, 1] did not register within 3" in str(info.value)
     deadline = time.monotonic() + 10

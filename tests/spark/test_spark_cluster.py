@@ -631,7 +631,8 @@ def test_too_few_slots_fails_fast_with_both_numbers(cluster: SparkCluster) -> No
     start = time.monotonic()
     with pytest.raises(NotEnoughSlotsError) as info:
         cluster.submit_topology("big", {Config.TOPOLOGY_WORKERS: 3}, word_count(10))
-    assert time.monotonic() - start < 10
+    # At once, not after waiting for slots (SLOT_WAIT_SECS, 100 s): room for a busy machine.
+    assert time.monotonic() - start < 30
     assert "3" in str(info.value) and "2" in str(info.value)
     assert (info.value.needed, info.value.available) == (3, 2)
     assert "big" not in cluster.topologies()
