@@ -93,12 +93,13 @@ def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
 
 
 def test_more_workers_than_slots_fails_fast_with_both_numbers(spark):
-    launcher = WorkerLauncher(spark, workerfns.echo_worker, 3, name="topology 'wide'")
+    launcher = WorkerLauncher(
+        spark, workerfns.echo_worker, 3, name="topology 'wide'", slot_wait=100
+    )
     t0 = time.monotonic()
     with pytest.raises(NotEnoughSlotsError) as info:
         launcher.start()
-    # At once, not after the slot wait (a third of the start timeout): room for a busy
-    # machine.
+    # At once, not after the 100 s slot wait: room for a busy machine.
     assert time.monotonic() - t0 < 30
     msg = str(info.value)
     assert "needs 3 worker slots" in msg and "only 2" in msg and "local[2,4]" in msg, msg
