@@ -11,11 +11,17 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "tupletree"
 
 # package -> the tupletree packages it must never import
+_SERVICES = {"drpc", "connectors", "ui", "testing", "cli", "webserver"}
 FORBIDDEN = {
-    "reliability": {"runtime", "distributed", "spark", "local", "drpc", "connectors"},
-    "topology": {"runtime", "distributed", "spark", "local", "drpc", "connectors"},
-    "runtime": {"distributed", "spark", "local", "drpc", "connectors"},
-    "distributed": {"spark", "local", "drpc", "connectors", "testing", "cli"},
+    "reliability": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    "topology": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    "runtime": {"distributed", "spark", "local"} | _SERVICES,
+    "distributed": {"spark", "local"} | _SERVICES,
+    # A connector is a plain Spout or Bolt to the runtime.
+    "connectors": {"runtime", "distributed", "spark", "local", "ui", "testing", "cli"},
+    # The web view and the testing helpers work on any cluster: through its protocol.
+    "ui": {"runtime", "distributed", "spark", "local", "testing", "cli"},
+    "testing": {"runtime", "distributed", "spark", "local", "ui", "cli"},
 }
 
 
