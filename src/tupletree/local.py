@@ -149,6 +149,7 @@ class LocalCluster(ClusterBase):
             # Not started: the name stays free for a corrected topology.
             with self._lock:
                 del self._workers[name]
+                self._submitted.pop(name, None)
             worker.shutdown()
             raise
         if runner is None:
