@@ -129,9 +129,9 @@ def test_every_message_reaches_the_sink_and_nothing_stays_pending(streams: Strea
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known defect, under investigation (issue 14): now and then a message nak'ed "
-    "with a delay is not delivered again by the server within a minute (seen 1 run in ~10 "
-    "under load, and once on Spark); the other JetStream tests pass",
+    reason="known defect, under investigation (issue 14): now and then the nak'ed "
+    "'poison' is not delivered again within a minute (3 of 5 runs in one series, 0 of 6 "
+    "in others; once on Spark); the other JetStream tests pass",
 )
 def test_a_message_that_always_fails_goes_to_the_dead_letter(streams: Streams) -> None:
     """'poison' fails every time: after max_retries it is written to the dead-letter
