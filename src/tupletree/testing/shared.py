@@ -30,17 +30,30 @@ from typing import Any
 
 __all__ = ["SharedList"]
 
-_MISSING = object()
-
 
 class _Entry:
-    """The list and its lock, in the owning process."""
+    """The list and its lock, in the owning process: the one implementation of the
+    operations, used directly by local handles and through ``_Store`` by remote ones."""
 
-    __slots__ = ("__weakref__", "items", "lock")
+    __slots__ = ("__weakref__", "_items", "_lock")
 
     def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.lock = threading.Lock()
+        self._items: list[Any] = []
+        self._lock = threading.Lock()
+
+    def append(self, item: Any) -> None:
+        with self._lock:
+            self._items.append(item)
+
+    def pop_first(self) -> tuple[bool, Any]:
+        with self._lock:
+            if not self._items:
+                return False, None
+            return True, self._items.pop(0)
+
+    def items(self) -> list[Any]:
+        with self._lock:
+            return list(self._items)
 
 
 # The owning process's lists, by key; handles hold their entry, so it lives while they do.
@@ -60,21 +73,13 @@ class _Store:
     """What the manager serves: the owning process's lists, by key."""
 
     def append(self, key: str, item: Any) -> None:
-        entry = _entry(key)
-        with entry.lock:
-            entry.items.append(item)
+        _entry(key).append(item)
 
     def pop_first(self, key: str) -> tuple[bool, Any]:
-        entry = _entry(key)
-        with entry.lock:
-            if not entry.items:
-                return False, None
-            return True, entry.items.pop(0)
+        return _entry(key).pop_first()
 
     def items(self, key: str) -> list[Any]:
-        entry = _entry(key)
-        with entry.lock:
-            return list(entry.items)
+        return _entry(key).items()
 
 
 _STORE = _Store()
@@ -148,28 +153,20 @@ class SharedList:
         return (_attach, (self.key, self._owner, address, authkey))
 
     def append(self, item: Any) -> None:
-        entry = self._entry
-        if entry is None:
+        if self._entry is None:
             self._remote.append(self.key, item)
-            return
-        with entry.lock:
-            entry.items.append(item)
+        else:
+            self._entry.append(item)
 
     def pop_first(self) -> tuple[bool, Any]:
-        entry = self._entry
-        if entry is None:
+        if self._entry is None:
             return tuple(self._remote.pop_first(self.key))  # type: ignore[return-value]
-        with entry.lock:
-            if not entry.items:
-                return False, None
-            return True, entry.items.pop(0)
+        return self._entry.pop_first()
 
     def items(self) -> list[Any]:
-        entry = self._entry
-        if entry is None:
+        if self._entry is None:
             return list(self._remote.items(self.key))
-        with entry.lock:
-            return list(entry.items)
+        return self._entry.items()
 
     @property
     def is_remote(self) -> bool:
