@@ -11,6 +11,19 @@ after more than ``retry.max_retries`` failures the message is published to the
 lease. Acks go to the reply subject of the delivery, which stays valid across
 reconnects, so a settle is never lost with a connection.
 
+On a NATS server older than 2.10.16 the spout does not nak with a delay: it holds a
+failed message and replays it itself after the backoff, sending in-progress to keep the
+lease, as the spouts of brokers without delayed redelivery do. Those servers have a
+defect (fixed by nats-server PRs #5305 and #5338, April 2024): when a delayed
+redelivery falls due while no pull request is waiting (pull requests expire every
+fetch), the server drops it from its redelivery queue, steps its stream position back
+and delivers the last message again as new; the nak'ed message then waits out the whole
+``ack_wait``. Seen here with 2.9.10, Debian's, in about one run in four under load, and
+never with 2.15.1. (Which 2.10 patch release first carried both fixes we could not
+check: 2.10.16 leaves a margin.) Only a redelivery after an expired ``ack_wait`` (a
+worker that died) still goes through the server's queue there, and at worst waits one
+more ``ack_wait``.
+
 The message id is the message's stream sequence. At submit the topology's message
 timeout is checked against ``ack_wait`` (the existing consumer's, if it has one): a
 tree may stay pending up to twice the message timeout, so the default ``ack_wait`` of
@@ -29,6 +42,19 @@ from tupletree.connectors.spout import ACK, DEAD, RETRY, TOUCH, BrokerSpout, Del
 ACK_BODY = b"+ACK"
 PROGRESS_BODY = b"+WPI"
 TERM_BODY = b"+TERM"
+# The first nats-server release treated as free of the lost-redelivery defect (module
+# docstring).
+RELIABLE_DELAYED_REDELIVERY = (2, 10, 16)
+
+
+def delays_redeliveries_reliably(version: Any) -> bool:
+    """Whether a server of ``version`` (nats-py's ServerVersion) can be trusted with
+    a nak's delay; an unknown version is not."""
+    try:
+        found = (int(version.major), int(version.minor), int(version.patch))
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return found >= RELIABLE_DELAYED_REDELIVERY
 
 
 def nak_body(delay_secs: float) -> bytes:
@@ -38,6 +64,8 @@ def nak_body(delay_secs: float) -> bytes:
 
 
 class JetStreamSpout(BrokerSpout):
+    # Set per session from the server's version (module docstring): True, the server
+    # redelivers a nak'ed message after the backoff; False, the spout replays it.
     broker_redelivers = True
     settles_survive_reconnect = True
 
@@ -105,6 +133,10 @@ class _Session:
         except BaseException:
             self.client.close()
             raise
+        # Before any delivery of this session reaches the worker's thread, which reads it.
+        spout.broker_redelivers = delays_redeliveries_reliably(
+            self.client.nc.connected_server_version
+        )
 
     def _error(self, cause: str) -> ConnectorError:
         return ConnectorError(self.spout.connector_name(), self.spout.address(), cause)
@@ -179,7 +211,10 @@ class _Session:
             if action == ACK:
                 await publish(d.handle, ACK_BODY)
             elif action == RETRY:
-                await publish(d.handle, nak_body(sp.retry.delay(d.failures)))
+                if sp.broker_redelivers:
+                    await publish(d.handle, nak_body(sp.retry.delay(d.failures)))
+                else:  # the spout replays it after the backoff: keep its lease
+                    await publish(d.handle, PROGRESS_BODY)
             elif action == TOUCH:
                 await publish(d.handle, PROGRESS_BODY)
             elif action == DEAD:
