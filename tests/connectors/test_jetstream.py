@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.nats_server import LocalNatsServer, ServerUnavailable
+from tests.connectors.proxy import TcpProxy
 from tests.connectors.support import CONF, FailPoison, SlowAcker, pipeline, until
 from tupletree import LocalCluster
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
@@ -155,6 +156,57 @@ def test_every_message_reaches_the_sink_and_nothing_stays_pending(streams: Strea
         assert counts["redelivered"] == 0 and info.num_redelivered == 0
     assert sink["written"] == sum(written.values())
     assert errors == []
+
+
+def test_cut_connections_lose_nothing(streams: Streams) -> None:
+    """400 messages -> spout -> a bolt failing ~1/5 -> sink, both connectors talking to
+    NATS through a proxy that drops every connection three times mid-run: each message
+    reaches the sink at least once, the consumer ends with nothing pending or unacked,
+    and the spout and the sink counted their reconnects."""
+    bodies = [f"m{i}".encode() for i in range(400)]
+    src, _ = streams.add("in", bodies)
+    out, out_subject = streams.add("out")
+    conf = {**CONF, "topology.max.spout.pending": 20}  # a run long enough to cut into
+    midway = []
+    host, port = streams.server.removeprefix("nats://").rsplit(":", 1)
+    with TcpProxy((host, int(port))) as proxy:
+        via = f"nats://{proxy.address}"
+        # ack_wait above twice the message timeout (the submit check) yet short: what
+        # the server delivered into a connection just cut comes again after it.
+        spout = JetStreamSpout(
+            src, "work", via, ack_wait=12, retry=RetryPolicy(initial_delay_secs=0.05)
+        )
+        with LocalCluster() as cluster:
+            cluster.submit_topology(
+                "js-cut", conf, pipeline(spout, JetStreamSink(out_subject, via))
+            )
+
+            def acked() -> int:
+                return connector_totals(cluster.metrics("js-cut")["source"])["acked"]
+
+            for quarter in (1, 2, 3):
+                assert until(lambda q=quarter: acked() >= q * len(bodies) // 4)
+                before = proxy.accepted
+                assert proxy.cut() > 0
+                midway.append(acked() < len(bodies))
+                # The spout and the sink connect again, through the proxy.
+                assert until(lambda before=before: proxy.accepted >= before + 2)
+            assert until(lambda: set(streams.bodies(out)) == set(bodies), 120)
+            assert until(lambda: streams.consumer(src, "work").num_ack_pending == 0)
+            counts = connector_totals(cluster.metrics("js-cut")["source"])
+            sink = connector_totals(cluster.metrics("js-cut")["sink"])
+            errors = cluster.errors("js-cut")
+    info = streams.consumer(src, "work")
+    written = collections.Counter(streams.bodies(out))
+    print(
+        f"JetStream cut: {proxy.accepted} connections accepted, "
+        f"{sum(written.values()) - len(bodies)} duplicates; spout {counts}; sink {sink}; "
+        f"{len(errors)} errors: {errors[:3]}"
+    )
+    assert midway == [True] * 3, "a cut came after the run ended"
+    assert info.num_pending == 0 and info.num_ack_pending == 0
+    assert set(written) == set(bodies)
+    assert counts["reconnects"] >= 3 and sink["reconnects"] >= 1
 
 
 def test_a_message_that_always_fails_goes_to_the_dead_letter(streams: Streams) -> None:

@@ -46,10 +46,13 @@ class LocalKafkaBroker:
     """``with LocalKafkaBroker() as broker: broker.bootstrap_servers`` (``host:port``).
 
     ``start`` waits up to ``start_timeout`` seconds for the broker to answer a metadata
-    request; ``stop`` terminates it (its data is gone)."""
+    request; ``stop`` terminates it (its data is gone). ``advertised`` (``host:port``) is
+    the address the broker gives its clients to connect to after the bootstrap (a proxy
+    in front of it, say); by default where it listens."""
 
-    def __init__(self, start_timeout: float = 30.0) -> None:
+    def __init__(self, start_timeout: float = 30.0, advertised: str | None = None) -> None:
         self.start_timeout = start_timeout
+        self.advertised = advertised
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -61,7 +64,8 @@ class LocalKafkaBroker:
         binary = tansu_binary()
         self.port = _free_port()
         url = f"tcp://127.0.0.1:{self.port}"
-        args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+        advertised = f"tcp://{self.advertised}" if self.advertised else url
+        args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised]
         args += ["--storage-engine", "memory://tansu/"]
         try:
             self._proc = subprocess.Popen(

@@ -67,6 +67,7 @@ class _SinkSession:
     def write(self, bodies: list[bytes]) -> list[str | None]:
         self.errors.raise_fatal(self._error)
         verdicts = produce_all(self.producer, self.sink.topic, bodies, self.sink.timeout_secs)
+        self.sink.io_counts["reconnects"] += self.errors.take_reconnects()
         self.errors.post_to(self.sink._errors.post, self._error)
         return verdicts
 

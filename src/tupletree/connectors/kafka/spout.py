@@ -256,6 +256,7 @@ class _Session:
         self._pause_full_partitions()
         sp = self.spout
         msgs = self.consumer.consume(max_messages, timeout)
+        sp.io_counts["reconnects"] += self.errors.take_reconnects()
         out: list[Delivery] = []
         last: dict[int, int] = {}
         rewind: dict[int, int] = {}  # partition -> first record not taken (it was full)

@@ -4,7 +4,8 @@
 it; every later call goes through ``JetStreamClient.run`` (waits: for the session's
 I/O thread and for opening and closing only). nats-py reconnects by itself a bounded
 number of times; once it gives up, the next call raises and the connector's base
-replaces the session.
+replaces the session. The reconnects nats-py made by itself are counted
+(``take_reconnects``), for the connector's ``reconnects`` metric.
 """
 
 from __future__ import annotations
@@ -20,11 +21,23 @@ CONNECT_ATTEMPTS = 3
 class JetStreamClient:
     """A connected nats-py client and its JetStream context, on a LoopThread."""
 
-    def __init__(self, loop: LoopThread, nc: Any, timeout: float) -> None:
+    def __init__(
+        self, loop: LoopThread, nc: Any, timeout: float, reconnects: list[int] | None = None
+    ) -> None:
         self.loop = loop
         self.nc = nc
         self.js = nc.jetstream(timeout=timeout)
         self.timeout = timeout
+        self._reconnects = reconnects if reconnects is not None else [0]
+        self._taken = 0
+
+    def take_reconnects(self) -> int:
+        """How many times nats-py reconnected by itself since the last call. The
+        connector's base sees no trouble then (the session goes on), so without this a
+        connection dropped and restored would not show in the ``reconnects`` metric."""
+        n = self._reconnects[0] - self._taken
+        self._taken += n
+        return n
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         return self.loop.run(coro, self.timeout + 1 if timeout is None else timeout)
@@ -60,10 +73,14 @@ def open_client(servers: str, timeout: float, name: str) -> JetStreamClient:
     import nats
 
     errors: list[BaseException] = []
+    reconnects = [0]  # written on the loop thread only
 
     async def on_error(exc: BaseException) -> None:
         errors.append(exc)
         del errors[:-5]
+
+    async def on_reconnected() -> None:
+        reconnects[0] += 1
 
     async def connect() -> Any:
         return await nats.connect(
@@ -73,6 +90,7 @@ def open_client(servers: str, timeout: float, name: str) -> JetStreamClient:
             max_reconnect_attempts=CONNECT_ATTEMPTS,
             reconnect_time_wait=0.2,
             error_cb=on_error,
+            reconnected_cb=on_reconnected,
         )
 
     loop = LoopThread(f"tupletree-nats {name}")
@@ -82,7 +100,7 @@ def open_client(servers: str, timeout: float, name: str) -> JetStreamClient:
         loop.stop()
         cause = errors[-1] if errors else exc
         raise ConnectionError(f"cannot connect: {type(cause).__name__}: {cause}") from exc
-    return JetStreamClient(loop, nc, timeout)
+    return JetStreamClient(loop, nc, timeout, reconnects)
 
 
 def explain(exc: BaseException, stream: str | None = None) -> str:

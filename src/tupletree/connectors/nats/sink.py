@@ -62,6 +62,8 @@ class _SinkSession:
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
         self.client.check_alive()
+        # nats-py's own reconnects keep this session: count them here (the I/O thread).
+        self.sink.io_counts["reconnects"] += self.client.take_reconnects()
         return self.client.run(self._write(bodies), self.client.timeout * 2 + 1)  # type: ignore[no-any-return]
 
     async def _write(self, bodies: list[bytes]) -> list[str | None]:

@@ -183,6 +183,8 @@ class _Session:
 
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
         self.client.check_alive()
+        # nats-py's own reconnects keep this session: count them here (the I/O thread).
+        self.spout.io_counts["reconnects"] += self.client.take_reconnects()
         return self.client.run(self._fetch(max_messages, timeout))  # type: ignore[no-any-return]
 
     async def _fetch(self, n: int, timeout: float) -> list[Delivery]:
