@@ -339,7 +339,9 @@ def topology_rate(case: Case, n: int) -> float:
                 break
             if time.perf_counter() > deadline:
                 raise SystemExit(f"benchmark: not done after {DEADLINE_SECS} s: {metrics}")
-            time.sleep(0.005)
+            # Every 20 ms: a metrics snapshot costs the topology's process about 0.2 ms,
+            # and the run's end is overstated by 10 ms on average (under 1% of a run).
+            time.sleep(0.02)
         elapsed = time.perf_counter() - start
         errors = cluster.errors("bench")
     if errors:

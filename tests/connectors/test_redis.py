@@ -223,3 +223,43 @@ def test_a_claim_idle_time_under_the_trees_lifetime_is_refused(r: Any, streams: 
         cluster.submit_topology("t", CONF, pipeline(spout, RedisStreamSink(out, URL)))
     assert err.value.key == "topology.message.timeout.secs"
     assert "claim_idle_secs" in str(err.value)
+
+
+def test_the_sinks_batched_appends_keep_order_trim_and_refuse_per_entry(r: Any) -> None:
+    """The sink appends a batch with one script call: entries keep the inputs' order,
+    MAXLEN ~ trims, and a key of the wrong type refuses each body with Redis's reason."""
+    from tupletree.connectors.redis import _SinkSession
+
+    tag = uuid.uuid4().hex[:10]
+    out, trimmed, wrong = f"tt-out-{tag}", f"tt-trim-{tag}", f"tt-wrong-{tag}"
+    r.set(wrong, "not a stream")
+    try:
+        bodies = [f"m{i}".encode() for i in range(600)]
+        assert _SinkSession(RedisStreamSink(out, URL)).write(bodies) == [None] * 600
+        assert [fields[b"message"] for _, fields in r.xrange(out)] == bodies
+        assert _SinkSession(RedisStreamSink(trimmed, URL, maxlen=10)).write(bodies) == [None] * 600
+        assert 10 <= r.xlen(trimmed) < 600
+        verdicts = _SinkSession(RedisStreamSink(wrong, URL)).write([b"a", b"b"])
+        assert len(verdicts) == 2 and all("WRONGTYPE" in (v or "") for v in verdicts)
+        assert wrong in (verdicts[0] or "")
+    finally:
+        r.delete(out, trimmed, wrong)
+
+
+def test_a_server_that_refuses_scripts_gets_a_pipeline_instead(r: Any) -> None:
+    """A user whose ACL denies scripting still writes: the sink falls back to one XADD
+    per body, with the same verdicts."""
+    from tupletree.connectors.redis import _SinkSession
+
+    tag = uuid.uuid4().hex[:10]
+    user, password, out = f"tt-noscript-{tag}", uuid.uuid4().hex, f"tt-out-{tag}"
+    r.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "+@all", "-@scripting")
+    try:
+        session = _SinkSession(RedisStreamSink(out, f"redis://{user}:{password}@127.0.0.1:6379/0"))
+        assert session.write([b"a", b"b"]) == [None, None]
+        assert session.append_all is None  # it tried the script once, then stopped
+        assert session.write([b"c"]) == [None]
+        assert [fields[b"message"] for _, fields in r.xrange(out)] == [b"a", b"b", b"c"]
+    finally:
+        r.execute_command("ACL", "DELUSER", user)
+        r.delete(out)

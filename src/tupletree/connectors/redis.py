@@ -52,6 +52,10 @@ def _client(url: str) -> redis.Redis:
     )
 
 
+def _as_sent(response: Any, **options: Any) -> Any:
+    return response
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -61,6 +65,7 @@ class _SpoutSession:
         self.spout = spout
         self.epoch = epoch
         self.r = _client(spout.url)
+        self.r.set_response_callback("XREADGROUP", _as_sent)  # see ``_read``
         try:
             spout.check_group(self.r)
         except Exception:
@@ -81,14 +86,32 @@ class _SpoutSession:
             out.append(Delivery(key, body, self.epoch, redelivered))  # type: ignore[arg-type]
         return out
 
+    def _read(self, cursor: str, count: int, block: int | None) -> list[Any]:
+        """XREADGROUP of this consumer's entries after ``cursor``, as ``[(id, fields)]``.
+
+        The reply is unpacked here from what the server sent (the session's client has
+        no reply callback for XREADGROUP): redis-py's callback would first rebuild it in
+        RESP2's shape, a fifth of the spout's reading time with hiredis."""
+        s = self.spout
+        args: list[Any] = ["XREADGROUP", "GROUP", s.group, s.consumer, "COUNT", count]
+        if block is not None:
+            args += ["BLOCK", block]
+        reply = self.r.execute_command(*args, "STREAMS", s.stream, cursor)
+        if not reply:
+            return []
+        # RESP3 answers {stream: entries}, RESP2 [[stream, entries]]; an entry deleted
+        # while pending comes with no fields.
+        entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+        return [
+            (entry_id, dict(zip(flat[::2], flat[1::2], strict=True)) if flat else None)
+            for entry_id, flat in entries
+        ]
+
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
         s = self.spout
         r = self.r
         if self.own_cursor is not None:
-            reply = r.xreadgroup(
-                s.group, s.consumer, {s.stream: self.own_cursor}, count=max_messages
-            )
-            entries = reply[0][1] if reply else []
+            entries = self._read(self.own_cursor, max_messages, None)
             if not entries:
                 self.own_cursor = None
                 return []
@@ -109,10 +132,7 @@ class _SpoutSession:
                 self.next_claim = now + s.claim_every_secs
             if entries:
                 return self._deliveries(entries, True)
-        reply = r.xreadgroup(
-            s.group, s.consumer, {s.stream: ">"}, count=max_messages, block=int(timeout * 1000)
-        )
-        return self._deliveries(reply[0][1], False) if reply else []
+        return self._deliveries(self._read(">", max_messages, int(timeout * 1000)), False)
 
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:
         s = self.spout
@@ -219,21 +239,59 @@ class RedisStreamSpout(BrokerSpout):
         return _SpoutSession(self, epoch)
 
 
+# Appends ARGV[2..] to the stream KEYS[1], one entry each (MAXLEN ~ ARGV[1] unless it
+# is empty), and answers per body its entry id or {error}. One command per batch: a
+# pipeline of one XADD per body costs redis-py several microseconds of Python per
+# command, more than the rest of a message's way through a topology.
+APPEND_ALL = """
+local out = {}
+for i = 2, #ARGV do
+  local reply
+  if ARGV[1] == '' then
+    reply = redis.pcall('XADD', KEYS[1], '*', 'message', ARGV[i])
+  else
+    reply = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'message', ARGV[i])
+  end
+  if type(reply) == 'table' and reply.err then
+    out[i - 1] = {reply.err}
+  else
+    out[i - 1] = reply
+  end
+end
+return out
+"""
+
+
 class _SinkSession:
     def __init__(self, sink: RedisStreamSink) -> None:
         self.sink = sink
         self.r = _client(sink.url)
         self.r.ping()
+        self.append_all: Any = self.r.register_script(APPEND_ALL)
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
         s = self.sink
+        if self.append_all is not None:
+            maxlen = "" if s.maxlen is None else str(s.maxlen)
+            try:
+                replies = self.append_all(keys=[s.stream], args=[maxlen, *bodies])
+            except redis.ResponseError:
+                # A server that refuses scripts (an ACL without @scripting, say) gets a
+                # pipeline, whose replies say what it thinks of each body.
+                self.append_all = None
+            else:
+                return [
+                    f"XADD to {s.stream!r} refused: {_text(reply[0])}"
+                    if isinstance(reply, list)
+                    else None
+                    for reply in replies
+                ]
         pipe = self.r.pipeline(transaction=False)
         for body in bodies:
             pipe.xadd(s.stream, {FIELD: body}, maxlen=s.maxlen, approximate=True)
-        replies = pipe.execute(raise_on_error=False)
         return [
             f"XADD to {s.stream!r} refused: {reply}" if isinstance(reply, Exception) else None
-            for reply in replies
+            for reply in pipe.execute(raise_on_error=False)
         ]
 
     def close(self) -> None:
