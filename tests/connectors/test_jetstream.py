@@ -327,3 +327,53 @@ def test_only_servers_without_the_lost_redelivery_defect_are_trusted_with_nak_de
     assert not trusted("2.9.10") and not trusted("2.10.15") and not trusted("0.0.0-unknown")
     assert trusted("2.10.16") and trusted("2.11.0") and trusted("2.15.1") and trusted("3.0.0")
     assert not delays_redeliveries_reliably(None)
+
+
+def test_the_sequence_and_delivery_count_are_read_as_nats_py_reads_them() -> None:
+    """Both forms of JetStream's ack subject (without and with a domain) give what
+    nats-py's own parse of the metadata gives; an unknown form falls back to it."""
+    from nats.aio.msg import Msg
+
+    from tupletree.connectors.nats.spout import delivery_of
+
+    for reply in (
+        "$JS.ACK.orders.work.3.1042.77.1795374779117000000.12",
+        "$JS.ACK._.ACCOUNTHASH.orders.work.3.1042.77.1795374779117000000.12.tok",
+        "$JS.ACK.hub.ACCOUNTHASH.orders.work.1.7.7.1795374779117000000.0.tok",
+    ):
+        msg = Msg(None, subject="orders.x", reply=reply, data=b"")
+        meta = msg.metadata
+        assert delivery_of(msg) == (meta.sequence.stream, meta.num_delivered)
+    with pytest.raises(Exception):  # noqa: B017 - nats-py's own complaint about the form
+        delivery_of(Msg(None, subject="x", reply="$JS.ACK.too.short", data=b""))
+
+
+def test_writes_a_full_stream_refuses_fail_their_inputs_and_are_reported(
+    streams: Streams,
+) -> None:
+    """A sink stream that holds at most 3 messages and discards new ones: 3 writes are
+    confirmed, the others refused with the server's reason, each refused input failed
+    (so its message stays in the source and comes back), and the refusals reported."""
+    from nats.js.api import DiscardPolicy, StreamConfig
+
+    src, _ = streams.add("in", [f"m{i}".encode() for i in range(8)])
+    full, subject = f"{streams.prefix}_full", f"{streams.prefix}.full"
+
+    async def go(js: Any) -> None:
+        await js.add_stream(
+            StreamConfig(name=full, subjects=[subject], max_msgs=3, discard=DiscardPolicy.NEW)
+        )
+
+    _run(_with_js(streams.server, go))
+    streams.names.append(full)
+    spout = JetStreamSpout(src, "work", streams.server, retry=RetryPolicy(max_retries=0))
+    sink = JetStreamSink(subject, streams.server)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("js", CONF, pipeline(spout, sink, bolt=FailPoison()))
+        assert until(lambda: connector_totals(cluster.metrics("js")["sink"])["refused"] >= 5)
+        assert until(lambda: connector_totals(cluster.metrics("js")["source"])["failed"] >= 5)
+        sink_counts = connector_totals(cluster.metrics("js")["sink"])
+        errors = cluster.errors("js")
+    assert sink_counts["written"] == 3 and sink_counts["refused"] == 5
+    assert len(streams.bodies(full)) == 3
+    assert any("JetStreamSink 'sink'" in e and "maximum messages" in e for e in errors), errors

@@ -2,12 +2,15 @@
 
 A write counts as confirmed when the stream that captures ``subject`` answered with
 its PubAck; a refusal (no stream captures the subject, a full stream) fails the input.
-The publishes of a batch are in flight together on the sink's loop thread.
+The publishes of a batch are in flight together on the sink's loop thread; one without
+a PubAck after ``timeout_secs`` fails its input.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from typing import Any
 
 from tupletree.connectors.errors import ConnectorError, redact
@@ -44,6 +47,7 @@ class _SinkSession:
         self.client: JetStreamClient = open_client(
             sink.servers, sink.timeout_secs, sink.connector_name()
         )
+        self.acks = _PubAcks()
         try:
             self.client.run(self._check())
         except BaseException:
@@ -59,6 +63,9 @@ class _SinkSession:
                 self.sink.address(),
                 f"no stream captures subject {self.sink.subject!r} ({explain(exc)})",
             ) from exc
+        nc = self.client.nc
+        self.inbox = nc.new_inbox()
+        await nc.subscribe(self.inbox + ".*", cb=self.acks.take)
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
         self.client.check_alive()
@@ -67,14 +74,77 @@ class _SinkSession:
         return self.client.run(self._write(bodies), self.client.timeout * 2 + 1)  # type: ignore[no-any-return]
 
     async def _write(self, bodies: list[bytes]) -> list[str | None]:
-        js = self.client.js
+        # Every publish of the batch in flight at once, each with a reply subject of its
+        # own under the session's inbox, and one wait for all their PubAcks: awaiting
+        # js.publish per message costs nats-py a task, a timer and a wait_for each, and
+        # its publish_async never completes a publish the stream refused (nats-py 2.16
+        # raises inside its reply handler instead), which would leave a refusal looking
+        # like a lost PubAck.
+        nc = self.client.nc
         subject = self.sink.subject
-        results = await asyncio.gather(
-            *(js.publish(subject, b) for b in bodies), return_exceptions=True
-        )
-        if self.client.nc.is_closed:
+        prefix = f"{self.inbox}.{self.acks.start(len(bodies))}-"
+        for i, body in enumerate(bodies):
+            await nc.publish(subject, body, reply=f"{prefix}{i}")
+        await self.acks.wait(self.sink.timeout_secs)
+        if nc.is_closed:
             raise ConnectionError(f"the connection closed: {self.client.last_error()}")
-        return [None if not isinstance(r, BaseException) else explain(r) for r in results]
+        return self.acks.verdicts(self.sink.timeout_secs)
 
     def close(self) -> None:
         self.client.close()
+
+
+_NO_ACK = "no PubAck"
+
+
+class _PubAcks:
+    """The PubAcks of the batch being written, matched by the last token of their reply
+    subject: ``<batch>-<index>``. An answer to an earlier batch (one that timed out) is
+    ignored: its input was failed already and is replayed (at least once)."""
+
+    def __init__(self) -> None:
+        self.batch = 0
+        self.answers: list[str | None] = []
+        self.missing = 0
+        self.done = asyncio.Event()
+
+    def start(self, size: int) -> int:
+        self.batch += 1
+        self.answers = [_NO_ACK] * size
+        self.missing = size
+        self.done.clear()
+        return self.batch
+
+    async def take(self, msg: Any) -> None:
+        batch, _, index = msg.subject.rpartition(".")[2].partition("-")
+        try:
+            if int(batch) != self.batch or self.answers[int(index)] is not _NO_ACK:
+                return
+            i = int(index)
+        except (ValueError, IndexError):
+            return
+        self.answers[i] = _refusal(msg)
+        self.missing -= 1
+        if self.missing == 0:
+            self.done.set()
+
+    async def wait(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.done.wait(), timeout)
+
+    def verdicts(self, timeout: float) -> list[str | None]:
+        late = f"no PubAck within {timeout} s"
+        return [late if a is _NO_ACK else a for a in self.answers]
+
+
+def _refusal(msg: Any) -> str | None:
+    """None for a PubAck, else what the server said."""
+    if msg.headers and msg.headers.get("Status") == "503":
+        return "no stream captures the subject (no responders)"
+    try:
+        error = json.loads(msg.data).get("error")
+    except (ValueError, AttributeError):
+        return f"unreadable PubAck {msg.data[:80]!r}"
+    if error is None:
+        return None
+    return f"{error.get('description', error)} (error code {error.get('err_code')})"

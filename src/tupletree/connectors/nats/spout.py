@@ -63,6 +63,21 @@ def nak_body(delay_secs: float) -> bytes:
     return b"-NAK " + json.dumps({"delay": int(delay_secs * 1e9)}).encode()
 
 
+def delivery_of(msg: Any) -> tuple[int, int]:
+    """(stream sequence, times delivered) of a JetStream message, read off its ack
+    subject: ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.
+    <time>.<pending>``, or with ``<domain>.<account hash>`` after ``ACK`` and a token at
+    the end (12 tokens). nats-py's ``msg.metadata`` parses all of it into objects, a
+    tenth of the spout's time; any other form still goes to it."""
+    tokens = msg.reply.split(".")
+    if len(tokens) == 9:
+        return int(tokens[5]), int(tokens[4])
+    if len(tokens) == 12:
+        return int(tokens[7]), int(tokens[6])
+    meta = msg.metadata
+    return meta.sequence.stream, meta.num_delivered
+
+
 class JetStreamSpout(BrokerSpout):
     # Set per session from the server's version (module docstring): True, the server
     # redelivers a nak'ed message after the backoff; False, the spout replays it.
@@ -196,9 +211,9 @@ class _Session:
             return []
         out = []
         for m in msgs:
-            meta = m.metadata
-            d = Delivery(meta.sequence.stream, m.data, self.epoch, meta.num_delivered > 1, m.reply)
-            d.failures = meta.num_delivered - 1
+            sequence, deliveries = delivery_of(m)
+            d = Delivery(sequence, m.data, self.epoch, deliveries > 1, m.reply)
+            d.failures = deliveries - 1
             out.append(d)
         return out
 
