@@ -406,3 +406,39 @@ def test_cut_connections_lose_nothing(proxied: tuple[LocalKafkaBroker, TcpProxy]
     assert set(written) == set(bodies)
     assert committed(broker, src, "cut", 1) == ends
     assert counts["reconnects"] >= 1 and sink_counts["reconnects"] >= 1
+
+
+def test_partitions_added_to_the_topic_are_picked_up_and_shared_out(
+    broker: LocalKafkaBroker, monkeypatch: Any
+) -> None:
+    """Two spout tasks over a topic that shows one partition at first, then its second
+    (tansu cannot add partitions: the topic has two, and the spouts' listing of it hides
+    the second until the first records are through): after a refresh the second is
+    assigned to one of the tasks, round robin, and its records are read and committed."""
+    import tupletree.connectors.kafka.spout as kafka_spout
+
+    src = topic(broker, 2)
+    ends = produce(broker, src, [f"m{i}".encode() for i in range(40)])
+    grown = {"yes": False}
+    real_check_topic = kafka_spout.check_topic
+
+    def listing(*args: Any, **kwargs: Any) -> list[int]:
+        partitions = real_check_topic(*args, **kwargs)
+        return partitions if grown["yes"] else [p for p in partitions if p == 0]
+
+    monkeypatch.setattr(kafka_spout, "check_topic", listing)
+    key = uuid.uuid4().hex
+    spout = KafkaSpout(src, "grow", broker.bootstrap_servers, partition_refresh_secs=0.2)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=Record(key), spouts=2))
+        assert until(lambda: len(Record.seen[key]) == 20)  # partition 0's records
+        assigned = connector_totals(cluster.metrics("k")["source"])["assigned"]
+        grown["yes"] = True
+        assert until(lambda: len(Record.seen[key]) == 40)
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["acked"] == 40)
+        per_task = cluster.metrics("k")["source"]["custom"]["connector"]
+        cluster.kill_topology("k")
+    assert assigned == 1
+    assert sorted(Record.seen[key]) == sorted(f"m{i}" for i in range(40))
+    assert sorted(counts["assigned"] for counts in per_task.values()) == [1, 1]
+    assert committed(broker, src, "grow", 2) == ends
