@@ -117,12 +117,11 @@ class _PubAcks:
 
     async def take(self, msg: Any) -> None:
         batch, _, index = msg.subject.rpartition(".")[2].partition("-")
-        try:
-            if int(batch) != self.batch or self.answers[int(index)] is not _NO_ACK:
-                return
-            i = int(index)
-        except (ValueError, IndexError):
+        if not (batch.isdigit() and index.isdigit()) or int(batch) != self.batch:
             return
+        i = int(index)
+        if i >= len(self.answers) or self.answers[i] is not _NO_ACK:
+            return  # not ours, or answered already
         self.answers[i] = _refusal(msg)
         self.missing -= 1
         if self.missing == 0:
