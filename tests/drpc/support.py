@@ -165,6 +165,18 @@ class FailOn(BasicBolt):
         collector.emit([tup[0], tup[1]])
 
 
+class ExitOn(BasicBolt):
+    """Passes [request, args] on, but calls sys.exit when args == "exit" (a user's
+    SystemExit, which is not an Exception)."""
+
+    outputs = ["request", "args"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[1] == "exit":
+            raise SystemExit(3)
+        collector.emit([tup[0], tup[1]])
+
+
 class Reverse(BasicBolt):
     """[request, args] -> [request, reversed args]."""
 

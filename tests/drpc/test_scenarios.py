@@ -26,6 +26,7 @@ from .support import (
     EmitFinish,
     ExclamationBolt,
     ExclamationDRPC,
+    ExitOn,
     FailFinish,
     FailOn,
     IdBolt,
@@ -167,6 +168,23 @@ def test_failed_tuple_fails_request(cluster, drpc):
     with pytest.raises(DRPCExecutionError, match="failed"):
         drpc.execute("maybe", "fail")
     assert drpc.execute("maybe", "xyz") == "zyx"
+
+
+def test_a_bolt_raising_system_exit_fails_the_request_at_once(cluster):
+    """A user's SystemExit in a DRPC bolt fails that request at once, as an exception
+    would (not through the request's or the tree's timeout), and the topology goes on."""
+    conf = {Config.DRPC_REQUEST_TIMEOUT_SECS: 120}
+    with LocalDRPC(conf) as drpc:
+        builder = LinearDRPCTopologyBuilder("exits")
+        builder.add_bolt(ExitOn(), 2)
+        builder.add_bolt(Reverse(), 2).shuffle_grouping()
+        topology_conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3600}
+        cluster.submit_topology("exits", topology_conf, builder.create_local_topology(drpc))
+        with pytest.raises(DRPCExecutionError) as info:
+            drpc.execute("exits", "exit")
+        assert not isinstance(info.value, DRPCTimeoutError)
+        assert drpc.execute("exits", "abc") == "cba"
+    assert any("SystemExit" in e for e in cluster.errors("exits"))
 
 
 def test_request_timeout(cluster):
