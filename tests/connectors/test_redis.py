@@ -112,10 +112,10 @@ def test_an_entry_that_always_fails_goes_to_the_dead_letter(r: Any, streams: Any
 
 
 def test_killed_client_connections_lose_nothing(r: Any, streams: Any) -> None:
-    """CLIENT KILL drops the spout's and the sink's connections every 50 ms while
+    """CLIENT KILL drops the spout's and the sink's connections every 20 ms while
     the topology runs: every entry still reaches the sink and none stays pending."""
     src, out, _ = streams
-    bodies = [f"m{i}" for i in range(3000)]
+    bodies = [f"m{i}" for i in range(30000)]  # long enough a run to kill into
     put(r, src, bodies)
     stop = threading.Event()
     kills = []
@@ -123,8 +123,12 @@ def test_killed_client_connections_lose_nothing(r: Any, streams: Any) -> None:
     killer_client = redis.Redis.from_url(URL)
 
     def killer() -> None:
-        while not stop.wait(0.05):
-            kills.append(killer_client.client_kill_filter(_type="normal", skipme=True))
+        # Only the connectors' connections (named tupletree:...), so that every kill
+        # counted hit the spout or the sink.
+        while not stop.wait(0.02):
+            for client in killer_client.client_list():
+                if client.get("name", "").startswith("tupletree:"):
+                    kills.append(killer_client.client_kill_filter(_id=client["id"]))
 
     thread = threading.Thread(target=killer)
     with LocalCluster() as cluster:
@@ -140,7 +144,9 @@ def test_killed_client_connections_lose_nothing(r: Any, streams: Any) -> None:
         assert until(lambda: pending(r, src) == 0)
         spout = connector_totals(cluster.metrics("redis-kill")["source"])
         sink = connector_totals(cluster.metrics("redis-kill")["sink"])
-    assert sum(kills) > 0, "no connection was killed: the run ended first"
+    assert sum(kills) > 0, "no connector's connection was killed: the run ended first"
+    # Dozens of kills: some hit a command in flight, which ends its session (a kill
+    # between two commands redis-py mends by itself, unseen by the metrics).
     assert spout["reconnects"] + sink["reconnects"] >= 1
 
 

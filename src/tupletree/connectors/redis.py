@@ -24,6 +24,7 @@ The spout's contract beyond BrokerSpout's (connectors/spout.py):
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ FIELD = b"message"
 SOCKET_TIMEOUT_SECS = 10.0
 
 
-def _client(url: str) -> redis.Redis:
+def _client(url: str, connector: Any) -> redis.Redis:
     # No retries inside redis-py: a read whose reply a dropped connection lost must
     # surface, so that the next session re-reads the consumer's pending entries.
     return redis.Redis.from_url(
@@ -49,7 +50,16 @@ def _client(url: str) -> redis.Redis:
         socket_timeout=SOCKET_TIMEOUT_SECS,
         socket_connect_timeout=5.0,
         retry=Retry(NoBackoff(), 0),
+        client_name=client_name(connector),
     )
+
+
+def client_name(connector: Any) -> str:
+    """What ``CLIENT LIST`` shows for a connector's connections:
+    ``tupletree:<class>:<component>``, without the spaces and quotes Redis refuses in a
+    name."""
+    component = re.sub(r"[^\w.:-]", "_", str(getattr(connector, "component", "")))
+    return f"tupletree:{type(connector).__name__}:{component}"
 
 
 def _as_sent(response: Any, **options: Any) -> Any:
@@ -64,7 +74,7 @@ class _SpoutSession:
     def __init__(self, spout: RedisStreamSpout, epoch: int) -> None:
         self.spout = spout
         self.epoch = epoch
-        self.r = _client(spout.url)
+        self.r = _client(spout.url, spout)
         self.r.set_response_callback("XREADGROUP", _as_sent)  # see ``_read``
         try:
             spout.check_group(self.r)
@@ -265,7 +275,7 @@ return out
 class _SinkSession:
     def __init__(self, sink: RedisStreamSink) -> None:
         self.sink = sink
-        self.r = _client(sink.url)
+        self.r = _client(sink.url, sink)
         self.r.ping()
         self.append_all: Any = self.r.register_script(APPEND_ALL)
 
