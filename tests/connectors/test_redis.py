@@ -241,7 +241,11 @@ def test_the_sinks_batched_appends_keep_order_trim_and_refuse_per_entry(r: Any) 
     r.set(wrong, "not a stream")
     try:
         bodies = [f"m{i}".encode() for i in range(600)]
-        assert _SinkSession(RedisStreamSink(out, URL)).write(bodies) == [None] * 600
+        session = _SinkSession(RedisStreamSink(out, URL))
+        assert session.write(bodies[:300]) == [None] * 300
+        r.script_flush()  # a restarted server has lost the script: it is loaded again
+        assert session.write(bodies[300:]) == [None] * 300
+        assert session.append_all is not None  # still the script, not the fallback
         assert [fields[b"message"] for _, fields in r.xrange(out)] == bodies
         assert _SinkSession(RedisStreamSink(trimmed, URL, maxlen=10)).write(bodies) == [None] * 600
         assert 10 <= r.xlen(trimmed) < 600
