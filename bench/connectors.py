@@ -9,6 +9,9 @@ write (confirmed), ack, no topology. The two alternate ``--repeat`` times (3); p
 medians of messages/s for both, their ratio, and every run (the machine is shared: single
 runs move by tens of percent).
 
+Kafka runs on tansu unless TUPLETREE_KAFKA names a broker (host:port); JetStream on the
+machine's NATS server unless TUPLETREE_NATS names another (nats://host:port).
+
 Adding a broker is one function: decorate ``def case(n) -> Case`` with ``@broker(name)``;
 raise ``Unavailable`` when its broker cannot be reached (the broker is skipped, saying
 why).
@@ -261,7 +264,8 @@ def jetstream_case(n: int) -> Case:
 
     from tupletree.connectors.nats import JetStreamSink, JetStreamSpout
 
-    server = "nats://127.0.0.1:4222"
+    # The machine's server, or another where TUPLETREE_NATS says (nats://host:port).
+    server = os.environ.get("TUPLETREE_NATS", "nats://127.0.0.1:4222")
 
     async def with_js(fn: Callable[[Any], Any]) -> Any:
         nc = await nats.connect(server, max_reconnect_attempts=1, connect_timeout=2)
