@@ -241,3 +241,37 @@ def test_a_bad_retry_policy_is_refused_naming_the_keyword(kwargs: dict[str, Any]
     with pytest.raises(InvalidConfigError) as err:
         RetryPolicy(**kwargs)
     assert err.value.key in kwargs
+
+
+def test_a_broker_that_hangs_never_blocks_the_worker() -> None:
+    """The fake broker's fetches and writes hang (as a broker that stopped answering
+    would): the worker goes on running the topology's other spout and bolts, and the
+    connectors' messages flow once the broker answers again."""
+    from tupletree.testing import FeederSpout
+
+    name, broker = fake([f"m{i}".encode() for i in range(20)])
+    broker.sink_gate.clear()  # writes wait
+    feeder = FeederSpout(["word"])
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name))
+    b.set_bolt("sink", FakeSink(name)).shuffle_grouping("src")
+    b.set_spout("other", feeder)
+    b.set_bolt("echo", Echo()).shuffle_grouping("other")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: broker.unacked)  # the spout took deliveries: writes hang
+        broker.fetch_gate.clear()  # and from now on so do fetches with nothing to give
+        for i in range(50):
+            feeder.feed([f"w{i}"], msg_id=i)
+        assert until(lambda: cluster.metrics("t")["other"]["acked"] == 50, 20)
+        assert broker.written == []
+        broker.sink_gate.set()
+        broker.fetch_gate.set()
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["acked"] == 20)
+
+
+class Echo(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        collector.emit([tup[0]])

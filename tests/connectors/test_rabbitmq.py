@@ -253,3 +253,33 @@ def test_a_consumer_timeout_under_the_trees_lifetime_is_refused(queues: Any) -> 
         cluster.submit_topology("t", CONF, pipeline(spout, RabbitMQSink(out, URL)))
     assert err.value.key == "topology.message.timeout.secs"
     assert "consumer_timeout_secs" in str(err.value)
+
+
+class HoldAll(Bolt):
+    """Keeps every input unacked (so every delivery stays with the spout)."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+
+def test_the_prefetch_bounds_what_the_broker_hands_the_spout(channel: Any, queues: Any) -> None:
+    """With max spout pending 20 and no tree ever completing, the broker hands the spout
+    at most max pending plus its buffer (20 + 20) of the 300 queued messages: the rest
+    stay ready in the queue."""
+    src, _, _ = queues
+    put(channel, src, [f"m{i}" for i in range(300)])
+    conf = {**CONF, "topology.max.spout.pending": 20}
+    b = TopologyBuilder()
+    b.set_spout("source", RabbitMQSpout(src, URL))
+    b.set_bolt("hold", HoldAll()).shuffle_grouping("source")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-prefetch", conf, b.create_topology())
+        assert until(lambda: ready(channel, src) <= 260)  # it has taken its share...
+        assert not until(lambda: ready(channel, src) < 260, 1.0)  # ...and no more
+        counts = connector_totals(cluster.metrics("rabbit-prefetch")["source"])
+    assert counts["received"] == 20 and counts["held"] == 20 and counts["buffered"] == 20
