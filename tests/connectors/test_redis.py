@@ -273,3 +273,9 @@ def test_a_server_that_refuses_scripts_gets_a_pipeline_instead(r: Any) -> None:
     finally:
         r.execute_command("ACL", "DELUSER", user)
         r.delete(out)
+
+
+@pytest.mark.parametrize("maxlen", [0, -5, "100", 2.5, True])
+def test_a_bad_maxlen_is_refused_when_the_sink_is_made(maxlen: Any) -> None:
+    with pytest.raises(ValueError, match="maxlen must be a positive integer"):
+        RedisStreamSink("s", URL, maxlen=maxlen)

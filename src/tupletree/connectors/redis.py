@@ -321,6 +321,9 @@ class RedisStreamSink(BrokerSink):
         **options: Any,
     ) -> None:
         super().__init__(**options)
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 1):
+            # Unchecked, every write would be refused by Redis, failing every input.
+            raise ValueError(f"RedisStreamSink maxlen must be a positive integer, got {maxlen!r}")
         self.stream = stream
         self.url = url
         self.maxlen = maxlen
