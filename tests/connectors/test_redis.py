@@ -279,3 +279,22 @@ def test_a_server_that_refuses_scripts_gets_a_pipeline_instead(r: Any) -> None:
 def test_a_bad_maxlen_is_refused_when_the_sink_is_made(maxlen: Any) -> None:
     with pytest.raises(ValueError, match="maxlen must be a positive integer"):
         RedisStreamSink("s", URL, maxlen=maxlen)
+
+
+def test_refused_credentials_are_an_error_naming_connector_address_and_cause(
+    r: Any, streams: Any
+) -> None:
+    """A user Redis does not know: submit fails with the connector, the address without
+    the password, and Redis's own words."""
+    src, out, _ = streams
+    url = f"redis://tt-nobody-{uuid.uuid4().hex[:6]}:hunter2@127.0.0.1:6379/0"
+    with LocalCluster() as cluster:
+        for spout, sink, name in (
+            (RedisStreamSpout(src, "g", url), None, "RedisStreamSpout 'source'"),
+            (FeederSpout(["message"]), RedisStreamSink(out, url), "RedisStreamSink 'sink'"),
+        ):
+            with pytest.raises(ConnectorError) as err:
+                cluster.submit_topology("t", CONF, pipeline(spout, sink, bolt=SlowAcker(1)))
+            text = str(err.value)
+            assert name in text and "127.0.0.1:6379" in text and "hunter2" not in text
+            assert "WRONGPASS" in text or "invalid username-password" in text, text
