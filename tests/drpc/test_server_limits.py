@@ -108,6 +108,15 @@ def statuses(data: bytes) -> list[int]:
     return [int(line.split()[1]) for line in data.split(b"\r\n") if line.startswith(b"HTTP/1.")]
 
 
+def call_and_wait(server: DRPCServer, n: int) -> list[socket.socket]:
+    """``n`` connections, each with a ``POST /drpc/f`` (argument "x") the server holds."""
+    socks = [connect(server) for _ in range(n)]
+    for sock in socks:
+        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+    poll(lambda: server.pending_requests() == n, f"{n} requests waiting")
+    return socks
+
+
 def error_kind(data: bytes) -> str | None:
     for line in data.split(b"\r\n"):
         name, _, value = line.partition(b":")
@@ -269,10 +278,7 @@ def test_waiting_calls_hold_no_thread_and_hanging_up_forgets_them(server):
     request forgotten."""
     server.book.register("f")  # served, but never answered
     before = threading.active_count()
-    socks = [connect(server) for _ in range(50)]
-    for sock in socks:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
-    poll(lambda: server.pending_requests() == 50, "50 requests waiting")
+    socks = call_and_wait(server, 50)
     assert threading.active_count() < before + 10
     for sock in socks:
         sock.close()
@@ -284,10 +290,7 @@ def test_pending_requests_are_bounded():
     already waiting are answered normally."""
     with DRPCServer(port=0, max_pending=3) as server:
         server.book.register("f")
-        socks = [connect(server) for _ in range(3)]
-        for sock in socks:
-            send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
-        poll(lambda: server.pending_requests() == 3, "3 requests waiting")
+        socks = call_and_wait(server, 3)
         with pytest.raises(DRPCBusyError, match="max_pending=3"):
             DRPCClient(server.host, server.port, timeout=DEADLINE).execute("f", "y")
         assert server.pending_requests() == 3

@@ -67,6 +67,15 @@ class NeverAcks(Bolt):
         pass
 
 
+def never_acked(sentences: int) -> Any:
+    """``sentences`` spout tuples ("src") held by a bolt that never acks them ("hold"):
+    every tree times out."""
+    builder = TopologyBuilder()
+    builder.set_spout("src", Sentences(sentences))
+    builder.set_bolt("hold", NeverAcks()).shuffle_grouping("src")
+    return builder.create_topology()
+
+
 def word_count(limit: int | None = None, fail_every: int | None = None) -> Any:
     builder = TopologyBuilder()
     builder.set_spout("sentences", Sentences(limit))

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tupletree import Config, LocalCluster, TopologyBuilder
+from tupletree import Config, LocalCluster
 from tupletree.ui import client as ui_client
 
-from .support import CONF, NeverAcks, Sentences, call, eventually, get, text, word_count
+from .support import CONF, call, eventually, get, never_acked, text, word_count
 
 API = "/api/v1/topology"
 
@@ -196,12 +196,7 @@ def test_metrics_parse_with_prometheus_own_parser_and_match(sim):
     name starts tupletree_, labels are topology/component/task (no message ids), and the
     values are cluster.metrics' per task, failed trees split by reason."""
     sim.submit_topology("wc", CONF, word_count(limit=300, fail_every=7))
-    builder = TopologyBuilder()
-    builder.set_spout("src", Sentences(20))
-    builder.set_bolt("hold", NeverAcks()).shuffle_grouping("src")
-    sim.submit_topology(
-        "stuck", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 5}, builder.create_topology()
-    )
+    sim.submit_topology("stuck", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 5}, never_acked(20))
     sim.wait_idle()
     sim.advance_time(12)
     fams = _families(sim.ui_url)
@@ -358,12 +353,7 @@ def test_timed_out_trees_are_listed_when_the_cluster_has_them():
 def test_a_bolt_that_never_acks_is_named_where_its_trees_stalled(sim):
     """cluster.timed_out's trees reach the REST answer: each names its spout message and
     the bolt task that held its tuple unacked; the 64-bit root is a hex string."""
-    builder = TopologyBuilder()
-    builder.set_spout("src", Sentences(3))
-    builder.set_bolt("hold", NeverAcks()).shuffle_grouping("src")
-    sim.submit_topology(
-        "stuck", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 5}, builder.create_topology()
-    )
+    sim.submit_topology("stuck", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 5}, never_acked(3))
     sim.wait_idle()
     assert get(f"{sim.ui_url}{API}/stuck")["timedOutTrees"] == []
     sim.advance_time(12)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tupletree import LocalCluster, TopologyBuilder
+from tupletree import LocalCluster
 
-from .support import CONF, NeverAcks, Sentences, eventually, word_count
+from .support import CONF, eventually, never_acked, word_count
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -90,12 +90,7 @@ def test_page_shows_the_word_count_live_and_its_buttons_steer(browser, tmp_path)
 
         if getattr(cluster, "timed_out", None) is None:
             return  # a cluster that cannot say where trees stall: nothing more to show
-        builder = TopologyBuilder()
-        builder.set_spout("src", Sentences(3))
-        builder.set_bolt("hold", NeverAcks()).shuffle_grouping("src")
-        cluster.submit_topology(
-            "stuck", {"topology.message.timeout.secs": 1}, builder.create_topology()
-        )
+        cluster.submit_topology("stuck", {"topology.message.timeout.secs": 1}, never_acked(3))
         page.wait_for_selector("#stalls-card:not([hidden])", timeout=30_000)
         eventually(lambda: "hold[task" in page.inner_text("#stalls"), 60, "the stalled trees")
         assert "src[task" in page.inner_text("#stalls")

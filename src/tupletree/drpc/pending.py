@@ -326,11 +326,9 @@ class PendingRequests:
     def fail(self, request_id: str, reason: str) -> bool:
         """Make the waiting caller raise DRPCExecutionError(reason). False if gone."""
         with self._cond:
-            req = self._requests.pop(request_id, None)
+            req = self._requests.get(request_id)
             if req is not None:
-                self._pending_chars -= len(req.args)
-                if not req.fetched:
-                    self._unqueue(req)
+                self._forget(req)
         if req is None:
             return False
         req._settle(None, reason)

@@ -81,6 +81,7 @@ from tupletree.drpc.pending import (
     PendingRequests,
     timeout_from_conf,
 )
+from tupletree.runtime.error_log import ErrorLogLimiter
 from tupletree.webserver import WebServer
 
 log = logging.getLogger("tupletree.drpc")
@@ -275,27 +276,20 @@ class _Endpoints:
 
 
 class _Throttle(logging.Filter):
-    """Let at most ``burst`` records through per ``window`` seconds; the first one let
-    through after a quiet spell says how many were dropped."""
+    """Let at most ``burst`` records through per ``window`` seconds (the workers'
+    ``ErrorLogLimiter``, one key); the first one let through after a quiet spell says
+    how many were dropped."""
 
     def __init__(self, burst: int, window: float) -> None:
         super().__init__()
-        self.burst, self.window = burst, window
-        self._start = -window
-        self._count = 0
-        self.dropped = 0
+        self._limiter = ErrorLogLimiter(burst, window, max_keys=1)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        now = record.created
-        if now - self._start >= self.window:
-            self._start, self._count = now, 0
-        self._count += 1
-        if self._count > self.burst:
-            self.dropped += 1
+        dropped = self._limiter.admit(None, record.created)
+        if dropped is None:
             return False
-        if self.dropped:
-            record.msg = f"{record.msg} ({self.dropped} similar reports dropped before this)"
-            self.dropped = 0
+        if dropped:
+            record.msg = f"{record.msg} ({dropped} similar reports dropped before this)"
         return True
 
 

@@ -7,7 +7,8 @@ The service reads and steers the cluster only through its public methods
 ``timed_out``), so LocalCluster and SparkCluster get the same service.
 
 Bounds: one history per running topology (dropped when it stops running), each of at
-most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled.
+most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled;
+sampling failures logged at most ``ErrorLogLimiter``'s burst per window.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from tupletree.runtime.error_log import ErrorLogLimiter
 from tupletree.ui.graph import topology_graph
 from tupletree.ui.history import DEFAULT_MAX_POINTS, TopologyHistory
 from tupletree.webserver import WebServer
@@ -75,12 +77,20 @@ class UIService:
     # -- history ----------------------------------------------------------------------
 
     def _sample_loop(self) -> None:
+        # A failure that repeats every sample reaches the log at most a few times
+        # per window, as a worker's repeated errors do.
+        limiter = ErrorLogLimiter(max_keys=1)
         while not self._stopping.is_set():
             started = time.monotonic()
             try:
                 self.sample()
             except Exception:  # keep sampling: a view must not die of one bad read
-                log.exception("tupletree ui: sampling failed")
+                missed = limiter.admit(None, started)
+                if missed is not None:
+                    log.exception(
+                        "tupletree ui: sampling failed (%d such failures not logged before)",
+                        missed,
+                    )
             self._stopping.wait(max(0.0, self.sample_secs - (time.monotonic() - started)))
 
     def sample(self) -> None:
