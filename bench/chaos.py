@@ -15,7 +15,7 @@ to settle. Then:
   done in the queue or that the sink never saw (must be 0);
 - duplicates: sink executions beyond the first for an id (at least once allows them);
 - per sample: restarts per worker, the ackers' ledger size (trees held) and each
-  current worker process's resident memory.
+  current worker process's resident memory (at its last report).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 from tupletree import BasicBolt, Bolt, Config, TopologyBuilder
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.distributed.processes import pid_alive
 
 NAME = "chaos"
 
@@ -101,17 +102,6 @@ def topology(queue_path: str, sink_path: str, fail_rate: float, raise_rate: floa
     return b.create_topology()
 
 
-def rss_mb(pid: int) -> float | None:
-    """Resident memory of a local process in MiB, None if it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
 class Producer(threading.Thread):
     """Puts ``rate`` messages a second into the queue until stopped."""
 
@@ -153,8 +143,8 @@ def sample(cluster: Any, queue: SQLiteQueue, producer: Producer, t0: float, sink
     metrics = cluster.metrics(NAME)
     ledger = metrics.get("__acker", {}).get("pending", "n/a")
     memory = " ".join(
-        f"w{i}:{m:.0f}" if (m := rss_mb(w.pid)) is not None else f"w{i}:-"
-        for i, w in sorted(cluster.workers(NAME).items())
+        f"w{i}:{rss / 2**20:.0f}" if (rss := w["rss_bytes"]) is not None else f"w{i}:-"
+        for i, w in sorted(cluster.worker_stats(NAME).items())
     )
     return (
         f"{time.monotonic() - t0:7.0f} s  in {producer.put:>8,}  done {counts['done']:>8,}  "
@@ -218,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 workers = cluster.workers(NAME)
                 victim = rng.choice(sorted(workers))
                 pid = workers[victim].pid
-                if rss_mb(pid) is not None:  # alive, not being restarted
+                if pid_alive(pid):  # not being restarted
                     os.kill(pid, signal.SIGKILL)
                     kills += 1
                 next_kill = now + args.kill_every

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tupletree.distributed.control import WorkerRestarting
 from tupletree.spark.supervision import Kill, RestartPolicy, Supervisor, WorkerRestarts, hung_for
 
 POLICY = RestartPolicy(base_delay=0.5, max_delay=30.0, stable_secs=60.0, crash_loop_after=3)
@@ -122,6 +123,9 @@ def test_a_retried_task_reveals_the_death_of_the_attempt_before_it() -> None:
     assert delay == 0.0 and restart is not None
     assert (restart.worker, restart.died_attempt, restart.lived) == (0, 0, 5.0)
     assert restart.reason == "it raised ValueError: boom"
+    event = restart.event()
+    assert type(event) is WorkerRestarting and event.reason == restart.reason
+    assert (event.lived, event.delay, event.restarts) == (5.0, 0.0, 1)
     # A second quick death: the task is told to wait the backoff, and that wait is
     # not silence.
     delay, restart = sup.task_started(0, 2, now=6.0)

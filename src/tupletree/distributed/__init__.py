@@ -11,6 +11,7 @@
 - ``dispatch``: the driver's one dispatcher of worker messages.
 - ``rejections``: counting and reporting refused frames, with bounds.
 - ``processes``: waiting for local worker processes to end.
+- ``waker``: waking a control I/O thread that waits in a zmq poll.
 - ``worker_main``: ``TopologyWorkerMain``, the body of one topology worker.
 
 Nothing here starts or needs a SparkSession; ``tupletree.spark`` launches these workers

@@ -2,11 +2,12 @@
 and the signed frame that carries it.
 
 Every message is a frozen dataclass below; nothing else crosses the control channel,
-and ``decode`` refuses any other type. Workers send ``FromWorker`` messages, each
-wrapped in an ``Envelope`` that names the worker and its attempt (so the driver can
-drop what an attempt that has since been replaced still says); the driver sends
-``ToWorker`` messages (the socket already says which worker). ``Launcher events`` never
-cross the wire: the driver's own job thread reports through them.
+and ``decode_envelope``/``decode_command`` refuse any other type. Workers send
+``FromWorker`` messages, each wrapped in an ``Envelope`` that names the worker and its
+attempt (so the driver can drop what an attempt that has since been replaced still
+says); the driver sends ``ToWorker`` messages (the socket already says which
+worker). ``Launcher events`` never cross the wire: the driver's own job thread reports
+through them.
 
 A frame is ``[mac, payload]``: the payload is a pickle, the mac its HMAC-SHA256 keyed
 with the topology's secret, checked *before* anything is unpickled, so a stranger who
@@ -48,7 +49,6 @@ class Register:
     pid: int
     host: str
     address: str
-    task_attempt_id: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
 

@@ -60,6 +60,7 @@ from tupletree.distributed.control import (
     ToWorker,
     Welcome,
 )
+from tupletree.distributed.waker import Waker
 
 # A driver's commands are small; a peer table is one address per worker.
 MAX_COMMAND_BYTES = 16 * 1024 * 1024
@@ -152,12 +153,7 @@ class ControlClient:
         self._last_heard = time.monotonic()
 
         self._ctx = zmq.Context.instance()
-        wake_address = f"inproc://tupletree-control-{os.getpid()}-{id(self)}"
-        self._wake_rx = self._ctx.socket(zmq.PULL)
-        self._wake_rx.bind(wake_address)
-        self._wake_tx = self._ctx.socket(zmq.PUSH)
-        self._wake_tx.connect(wake_address)
-        self._wake_lock = threading.Lock()
+        self._waker = Waker(self._ctx)
         self._dealer = self._ctx.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.ROUTING_ID, secrets.token_bytes(16))
         self._dealer.setsockopt(zmq.LINGER, 2000)
@@ -234,10 +230,9 @@ class ControlClient:
         if self._closing.is_set():
             return
         self._closing.set()
-        self._wake()
+        self._waker.wake()
         self._thread.join(5.0)
-        with self._wake_lock:
-            self._wake_tx.close(linger=0)
+        self._waker.close()
 
     def __enter__(self) -> ControlClient:
         return self
@@ -251,19 +246,15 @@ class ControlClient:
         if self._closing.is_set():
             raise RuntimeError("ControlClient is closed")
         self._outbox.put(self._frames(msg))
-        self._wake()
+        self._waker.wake()
 
     def _frames(self, msg: FromWorker) -> list[bytes]:
         return control.encode(self._secret, Envelope(self.worker_index, self.attempt, msg))
 
-    def _wake(self) -> None:
-        with self._wake_lock, contextlib.suppress(zmq.ZMQError):
-            self._wake_tx.send(b"", zmq.NOBLOCK)
-
     def _io_loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self._dealer, zmq.POLLIN)
-        poller.register(self._wake_rx, zmq.POLLIN)
+        poller.register(self._waker.rx, zmq.POLLIN)
         next_heartbeat = time.monotonic() + self._heartbeat_interval
         try:
             while True:
@@ -272,12 +263,8 @@ class ControlClient:
                     break
                 timeout_ms = max(0, int((next_heartbeat - time.monotonic()) * 1000))
                 events = dict(poller.poll(timeout_ms))
-                if self._wake_rx in events:
-                    while True:
-                        try:
-                            self._wake_rx.recv(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
+                if self._waker.rx in events:
+                    self._waker.drain()
                 if self._dealer in events:
                     self._drain_dealer()
                 now = time.monotonic()
@@ -288,7 +275,7 @@ class ControlClient:
                     self._check_driver(now)
         finally:
             self._dealer.close()  # LINGER (2 s) lets queued frames go out
-            self._wake_rx.close(linger=0)
+            self._waker.close_rx()
 
     def _flush_outbox(self) -> None:
         while True:

@@ -30,6 +30,7 @@ from tupletree.distributed import control
 from tupletree.distributed.control import BadFrame, Envelope, Ping, ToWorker
 from tupletree.distributed.registration import Send
 from tupletree.distributed.rejections import Rejections
+from tupletree.distributed.waker import Waker
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ class ControlService:
         self.rejections = Rejections("control frames")
         self._outbox: queue.Queue[tuple[bytes, list[bytes]]] = queue.Queue()
         self._ctx = zmq.Context.instance()
-        self._wake_tx: zmq.Socket | None = None
-        self._wake_lock = threading.Lock()
+        self._waker: Waker | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
         self.endpoint = ""
@@ -76,16 +76,11 @@ class ControlService:
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self._max_frame_bytes)
         port = router.bind_to_random_port(f"tcp://{bind_ip}")
-        wake_address = f"inproc://tupletree-control-service-{id(self)}"
-        wake_rx = self._ctx.socket(zmq.PULL)
-        wake_rx.bind(wake_address)
-        wake_tx = self._ctx.socket(zmq.PUSH)
-        wake_tx.connect(wake_address)
-        self._wake_tx = wake_tx
+        waker = self._waker = Waker(self._ctx)
         self.endpoint = f"tcp://{bind_ip}:{port}"
         self._thread = threading.Thread(
             target=self._loop,
-            args=(router, wake_rx),
+            args=(router, waker),
             name=f"tupletree-control-{self.name}",
             daemon=True,
         )
@@ -105,31 +100,25 @@ class ControlService:
         self._wake()
         if self._thread is not None:
             self._thread.join(5.0)
-        with self._wake_lock:
-            if self._wake_tx is not None:
-                self._wake_tx.close(linger=0)
-                self._wake_tx = None
+        if self._waker is not None:
+            self._waker.close()
 
     # -- the I/O thread ---------------------------------------------------------------
 
     def _wake(self) -> None:
-        with self._wake_lock:
-            if self._wake_tx is not None:
-                with contextlib.suppress(zmq.ZMQError):
-                    self._wake_tx.send(b"", zmq.NOBLOCK)
+        if self._waker is not None:
+            self._waker.wake()
 
-    def _loop(self, router: zmq.Socket, wake_rx: zmq.Socket) -> None:
+    def _loop(self, router: zmq.Socket, waker: Waker) -> None:
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
-        poller.register(wake_rx, zmq.POLLIN)
+        poller.register(waker.rx, zmq.POLLIN)
         next_ping = time.monotonic() + self._ping_interval
         try:
             while not self._closed:
                 events = dict(poller.poll(int(self._ping_interval * 1000)))
-                if wake_rx in events:
-                    with contextlib.suppress(zmq.Again):
-                        while True:
-                            wake_rx.recv(zmq.NOBLOCK)
+                if waker.rx in events:
+                    waker.drain()
                 self._flush_outbox(router)
                 if router in events:
                     self._drain(router)
@@ -148,7 +137,7 @@ class ControlService:
         finally:
             self._flush_outbox(router)
             router.close(linger=0)
-            wake_rx.close(linger=0)
+            waker.close_rx()
 
     def _flush_outbox(self, router: zmq.Socket) -> None:
         while True:

@@ -121,10 +121,11 @@ class Registry:
                     "a route never changes hands (a replayed registration?)"
                 ),
             )
-        task_id = msg.task_attempt_id
+        # Spark's task id comes with the task's start (``TaskStarted``) of this attempt.
         started = self.tasks.get(index)
-        if task_id is None and started is not None and started[0] == attempt:
-            task_id = started[1].task_attempt_id
+        task_id = (
+            started[1].task_attempt_id if started is not None and started[0] == attempt else None
+        )
         info = WorkerInfo(
             index=index,
             attempt=attempt,

@@ -39,8 +39,9 @@ class WorkerStartTimeout(SparkLaunchError):
 
 
 class SparkJobFailed(SparkLaunchError):
-    """The Spark job that runs the workers ended with an error (e.g. a worker failed
-    more often than Spark's task retries allow). ``worker_errors`` maps a worker index to
+    """The workers' Spark jobs ended for good: one ended before every worker had
+    registered, or Spark itself stopped (after the start a worker whose job ends is
+    started again instead, see ``supervision``). ``worker_errors`` maps a worker index to
     the last error that worker reported itself, which is usually more readable than
     Spark's own message."""
 

@@ -465,14 +465,7 @@ class WorkerLauncher:
                 os.kill(started.pid, signal.SIGKILL)
 
     def _report_restart(self, restart: Restart) -> None:
-        event = WorkerRestarting(
-            reason=restart.reason,
-            lived=restart.lived,
-            delay=restart.delay,
-            restarts=restart.restarts,
-            quick_deaths=restart.quick_deaths,
-            crash_loop=restart.crash_loop,
-        )
+        event = restart.event()
         text = restart_text(restart.worker, restart.died_attempt, event)
         log.warning("%s: %s", self.name, text)
         self.dispatcher.restarting(restart.worker, restart.died_attempt, event, text)

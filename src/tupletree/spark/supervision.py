@@ -23,7 +23,9 @@ works on any cluster and does not count against Spark's failure limit) and re-ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+
+from tupletree.distributed.control import WorkerRestarting
 
 
 @dataclass(frozen=True)
@@ -63,19 +65,19 @@ class RestartPolicy:
 
 
 @dataclass(frozen=True)
-class Restart:
-    """The decision for one death of ``worker``: wait ``delay`` seconds, then start it
-    again. ``crash_loop`` is set when this death makes (or continues) a crash loop;
-    ``restarts`` counts every restart of the worker since it was first started."""
+class Restart(WorkerRestarting):
+    """The decision for one death of ``worker`` (its attempt ``died_attempt``): the
+    ``WorkerRestarting`` event's fields (wait ``delay`` seconds, then start it again;
+    ``crash_loop`` set when this death makes or continues a crash loop; ``restarts``
+    counts every restart of the worker since it was first started), and whose."""
 
     worker: int
     died_attempt: int
-    reason: str
-    lived: float
-    delay: float
-    restarts: int
-    quick_deaths: int
-    crash_loop: bool
+
+    def event(self) -> WorkerRestarting:
+        """The launcher event this decision is reported as (the worker and attempt go
+        beside it, as the listener's arguments)."""
+        return WorkerRestarting(**{f.name: getattr(self, f.name) for f in fields(WorkerRestarting)})
 
 
 @dataclass

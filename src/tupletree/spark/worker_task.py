@@ -20,15 +20,6 @@ from typing import Any
 from tupletree.distributed.control import Exiting, TaskStarted
 from tupletree.distributed.control_client import WorkerMain, error_message, request, send_once
 
-
-def _task_attempt_id() -> int | None:
-    """Spark's id of the running task attempt (lets the driver kill/restart it)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.taskAttemptId() if ctx is not None else None
-
-
 MAX_START_DELAY_SECS = 300.0
 """The longest backoff a task obeys from the driver before starting its worker."""
 
@@ -53,6 +44,8 @@ def run_worker_task(
 
     ctx = TaskContext.get()
     attempt = attempt_base + (ctx.attemptNumber() if ctx is not None else 0)
+    # Spark's id of this task attempt: lets the driver kill (restart) it.
+    task_attempt_id = ctx.taskAttemptId() if ctx is not None else None
     # Tell the driver this task got a slot and which process runs it, before user code
     # can hang: it lets the driver tell "started but never registered" from "no slot",
     # and wait for this process to be gone on stop.
@@ -62,7 +55,7 @@ def run_worker_task(
             control_address,
             index,
             attempt,
-            TaskStarted(os.getpid(), socket.gethostname(), _task_attempt_id()),
+            TaskStarted(os.getpid(), socket.gethostname(), task_attempt_id),
         )
     if reply is not None and reply.delay > 0:
         time.sleep(min(reply.delay, MAX_START_DELAY_SECS))
