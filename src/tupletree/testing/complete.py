@@ -80,18 +80,25 @@ class _Capture:
 class _CapturingCollector:
     """Wraps any collector: records each emit, then passes it on unchanged."""
 
+    # Where ``stream`` sits among emit's extra positional args: OutputCollector.emit
+    # (values, anchors, stream) and SpoutOutputCollector.emit (values, msg_id, stream).
+    _stream_arg = 1
+
     def __init__(self, inner: Any, capture: _Capture) -> None:
         self._inner = inner
         self._capture = capture
 
-    def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
+    def _record(self, values: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        i = self._stream_arg
+        stream = kwargs.get("stream", args[i] if len(args) > i else DEFAULT_STREAM)
         self._capture.record(stream, values)
+
+    def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
+        self._record(values, args, kwargs)
         return self._inner.emit(values, *args, **kwargs)
 
     def emit_direct(self, task: int, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
-        self._capture.record(stream, values)
+        self._record(values, args, kwargs)
         return self._inner.emit_direct(task, values, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -100,25 +107,21 @@ class _CapturingCollector:
 
 class _CapturingBasicCollector(_CapturingCollector):
     # BasicOutputCollector.emit(values, stream=...): the stream is the first extra arg.
-    def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[0] if args else DEFAULT_STREAM)
-        self._capture.record(stream, values)
-        return self._inner.emit(values, *args, **kwargs)
-
-    def emit_direct(self, task: int, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[0] if args else DEFAULT_STREAM)
-        self._capture.record(stream, values)
-        return self._inner.emit_direct(task, values, *args, **kwargs)
+    _stream_arg = 0
 
 
-class _CapturingSpout(Spout):
-    def __init__(self, inner: Spout, capture: _Capture) -> None:
+class _Wrapping:
+    """What every capturing component shares: the wrapped one and its declarations."""
+
+    def __init__(self, inner: Any, capture: _Capture) -> None:
         self.inner = inner
         self.capture = capture
 
     def declare_output_fields(self, declarer: Any) -> None:
         self.inner.declare_output_fields(declarer)
 
+
+class _CapturingSpout(_Wrapping, Spout):
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.inner.open(conf, context, _CapturingCollector(collector, self.capture))
 
@@ -141,14 +144,7 @@ class _CapturingSpout(Spout):
         self.inner.close()
 
 
-class _CapturingBolt(Bolt):
-    def __init__(self, inner: Bolt, capture: _Capture) -> None:
-        self.inner = inner
-        self.capture = capture
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        self.inner.declare_output_fields(declarer)
-
+class _CapturingBolt(_Wrapping, Bolt):
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.inner.prepare(conf, context, _CapturingCollector(collector, self.capture))
 
@@ -159,14 +155,7 @@ class _CapturingBolt(Bolt):
         self.inner.cleanup()
 
 
-class _CapturingBasicBolt(BasicBolt):
-    def __init__(self, inner: BasicBolt, capture: _Capture) -> None:
-        self.inner = inner
-        self.capture = capture
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        self.inner.declare_output_fields(declarer)
-
+class _CapturingBasicBolt(_Wrapping, BasicBolt):
     def prepare(self, conf: dict[str, Any], context: Any) -> None:
         self._wrapped: dict[int, _CapturingBasicCollector] = {}
         self.inner.prepare(conf, context)
