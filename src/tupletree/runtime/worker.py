@@ -489,15 +489,14 @@ class Worker:
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
         """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
         inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
-        which spouts are held back); an acker task's ``pending`` is the number of trees
-        its ledger holds (what ``topology.acker.high.water`` bounds)."""
+        which spouts are held back); an acker task's ``pending`` (AckerExecutor.snapshot)
+        is the number of trees its ledger holds (what ``topology.acker.high.water``
+        bounds)."""
         out = {}
         for task, ex in self.executors.items():
             snap = ex.snapshot()
             snap["queued"] = len(ex.inbox)
             if not isinstance(ex, SpoutExecutor):
                 snap["queue_limit"] = self.buffer_limit
-            if isinstance(ex, AckerExecutor):
-                snap["pending"] = len(ex.ledger)
             out[task] = snap
         return out
