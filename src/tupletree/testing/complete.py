@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tupletree.cluster import Cluster
+from tupletree.testing.feeder import AckFailTracker
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import ComponentSpec, Topology, validate_structure
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt, Spout
@@ -26,10 +27,10 @@ __all__ = ["FixedTupleSpout", "MockedSources", "Results", "complete_topology", "
 class FixedTupleSpout(Spout):
     """Emits a fixed list of tuples once, each with its index as message id, its tasks
     splitting the list between them (Storm's FixedTupleSpout). Records each ack and fail
-    in ``settled`` as ``(ACKED or FAILED, index)``, so ``complete_topology`` knows when
-    every tuple is settled, and how."""
+    in ``settled`` (an AckFailTracker), so ``complete_topology`` knows when every tuple
+    is settled, and how."""
 
-    def __init__(self, tuples: list[list[Any]], fields: list[str], settled: SharedList) -> None:
+    def __init__(self, tuples: list[list[Any]], fields: list[str], settled: AckFailTracker) -> None:
         self.tuples = [list(t) for t in tuples]
         self.fields = fields
         self.settled = settled
@@ -49,14 +50,10 @@ class FixedTupleSpout(Spout):
             self._collector.emit(self.tuples[i], msg_id=i)
 
     def ack(self, msg_id: Any) -> None:
-        self.settled.append((ACKED, msg_id))
+        self.settled.ack(msg_id)
 
     def fail(self, msg_id: Any) -> None:
-        self.settled.append((FAILED, msg_id))
-
-
-ACKED = "acked"
-FAILED = "failed"
+        self.settled.fail(msg_id)
 
 
 class MockedSources:
@@ -219,7 +216,7 @@ def complete_topology(
             f"its spouts are {sorted(s.id for s in topology.spouts)}"
         )
     emitted = SharedList("emitted")
-    settled: dict[str, SharedList] = {}
+    settled: dict[str, AckFailTracker] = {}
     specs = []
     for cid, spec in topology.components.items():
         obj = spec.obj
@@ -227,7 +224,7 @@ def complete_topology(
             default = spec.streams.get(DEFAULT_STREAM)
             if default is None:
                 raise ValueError(f"mocked spout {cid!r} declares no default stream")
-            settled[cid] = SharedList(f"settled-{cid}")
+            settled[cid] = AckFailTracker()
             obj = FixedTupleSpout(mocked[cid], default.fields.to_list(), settled[cid])
         new = ComponentSpec(
             cid, _capturing(obj, _Capture(emitted, cid)), spec.kind, spec.parallelism, spec.tasks
@@ -239,7 +236,7 @@ def complete_topology(
     expected = {cid: len(rows) for cid, rows in mocked.items()}
 
     def done() -> bool:
-        return all(len({i for _, i in settled[cid].items()}) >= n for cid, n in expected.items())
+        return all(_settled_count(settled[cid]) >= n for cid, n in expected.items())
 
     name = f"complete-topology-{next(_names)}"
     cluster.submit_topology(name, conf, wrapped)
@@ -262,16 +259,20 @@ def complete_topology(
     results = Results(topology.components)
     for component, stream, values in emitted.items():
         results[component].setdefault(stream, []).append(values)
-    for cid, outcomes in settled.items():
-        results.acked[cid] = {i for how, i in outcomes.items() if how == ACKED}
-        results.failed[cid] = {i for how, i in outcomes.items() if how == FAILED}
+    for cid, tracker in settled.items():
+        results.acked[cid] = tracker.acked
+        results.failed[cid] = tracker.failed
     return results
 
 
+def _settled_count(tracker: AckFailTracker) -> int:
+    return len(tracker.acked | tracker.failed)
+
+
 def _not_done(
-    name: str, settled: dict[str, SharedList], expected: dict[str, int], secs: float
+    name: str, settled: dict[str, AckFailTracker], expected: dict[str, int], secs: float
 ) -> str:
-    done = sum(len({i for _, i in s.items()}) for s in settled.values())
+    done = sum(_settled_count(t) for t in settled.values())
     return (
         f"complete_topology: {name}: only {done} of {sum(expected.values())} mocked tuples "
         f"were acked or failed within {secs} s"
