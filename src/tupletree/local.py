@@ -117,7 +117,6 @@ class LocalCluster(ClusterBase):
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
-        self._submitted: dict[str, float] = {}  # name -> time.monotonic() at submit
         self._lock = threading.Lock()
         self._start_ui()
 
@@ -139,7 +138,6 @@ class LocalCluster(ClusterBase):
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
-            self._submitted[name] = time.monotonic()
         runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
         if runner is not None:
             worker.wake = runner.wake.set
@@ -149,7 +147,6 @@ class LocalCluster(ClusterBase):
             # Not started: the name stays free for a corrected topology.
             with self._lock:
                 del self._workers[name]
-                self._submitted.pop(name, None)
             worker.shutdown()
             raise
         if runner is None:
@@ -187,7 +184,6 @@ class LocalCluster(ClusterBase):
             runner.stop()
         with self._lock:
             del self._workers[name]
-            self._submitted.pop(name, None)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
@@ -200,7 +196,7 @@ class LocalCluster(ClusterBase):
             "topology": worker.topology,
             "conf": dict(worker.conf),
             "active": worker.active,
-            "uptime_secs": time.monotonic() - self._submitted.get(name, time.monotonic()),
+            "uptime_secs": time.monotonic() - worker.created_at,
             "workers": 1,
         }
 

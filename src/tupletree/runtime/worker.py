@@ -27,6 +27,7 @@ import heapq
 import itertools
 import logging
 import pickle
+import time
 from collections import deque
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
@@ -199,6 +200,7 @@ class Worker:
         all_tasks = self.layout.task_to_component
         self.local_tasks = set(all_tasks if local_tasks is None else local_tasks)
         self.owner = f"topology {name!r} #{next(_instances)}"
+        self.created_at = time.monotonic()  # real time even on a simulated clock: uptime
         # Bounded: the newest MAX_ERRORS_KEPT texts, each cut (runtime/error_log.py).
         self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
         self.error_count = 0  # ever reported (the deque keeps only the newest)
@@ -489,15 +491,14 @@ class Worker:
     def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
         """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
         inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
-        which spouts are held back); an acker task's ``pending`` is the number of trees
-        its ledger holds (what ``topology.acker.high.water`` bounds)."""
+        which spouts are held back); an acker task's ``pending`` (AckerExecutor.snapshot)
+        is the number of trees its ledger holds (what ``topology.acker.high.water``
+        bounds)."""
         out = {}
         for task, ex in self.executors.items():
             snap = ex.snapshot()
             snap["queued"] = len(ex.inbox)
             if not isinstance(ex, SpoutExecutor):
                 snap["queue_limit"] = self.buffer_limit
-            if isinstance(ex, AckerExecutor):
-                snap["pending"] = len(ex.ledger)
             out[task] = snap
         return out

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tupletree.cluster import Cluster
+from tupletree.testing.feeder import AckFailTracker
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import ComponentSpec, Topology, validate_structure
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt, Spout
@@ -26,10 +27,10 @@ __all__ = ["FixedTupleSpout", "MockedSources", "Results", "complete_topology", "
 class FixedTupleSpout(Spout):
     """Emits a fixed list of tuples once, each with its index as message id, its tasks
     splitting the list between them (Storm's FixedTupleSpout). Records each ack and fail
-    in ``settled`` as ``(ACKED or FAILED, index)``, so ``complete_topology`` knows when
-    every tuple is settled, and how."""
+    in ``settled`` (an AckFailTracker), so ``complete_topology`` knows when every tuple
+    is settled, and how."""
 
-    def __init__(self, tuples: list[list[Any]], fields: list[str], settled: SharedList) -> None:
+    def __init__(self, tuples: list[list[Any]], fields: list[str], settled: AckFailTracker) -> None:
         self.tuples = [list(t) for t in tuples]
         self.fields = fields
         self.settled = settled
@@ -49,14 +50,10 @@ class FixedTupleSpout(Spout):
             self._collector.emit(self.tuples[i], msg_id=i)
 
     def ack(self, msg_id: Any) -> None:
-        self.settled.append((ACKED, msg_id))
+        self.settled.ack(msg_id)
 
     def fail(self, msg_id: Any) -> None:
-        self.settled.append((FAILED, msg_id))
-
-
-ACKED = "acked"
-FAILED = "failed"
+        self.settled.fail(msg_id)
 
 
 class MockedSources:
@@ -80,18 +77,25 @@ class _Capture:
 class _CapturingCollector:
     """Wraps any collector: records each emit, then passes it on unchanged."""
 
+    # Where ``stream`` sits among emit's extra positional args: OutputCollector.emit
+    # (values, anchors, stream) and SpoutOutputCollector.emit (values, msg_id, stream).
+    _stream_arg = 1
+
     def __init__(self, inner: Any, capture: _Capture) -> None:
         self._inner = inner
         self._capture = capture
 
-    def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
+    def _record(self, values: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        i = self._stream_arg
+        stream = kwargs.get("stream", args[i] if len(args) > i else DEFAULT_STREAM)
         self._capture.record(stream, values)
+
+    def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
+        self._record(values, args, kwargs)
         return self._inner.emit(values, *args, **kwargs)
 
     def emit_direct(self, task: int, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
-        self._capture.record(stream, values)
+        self._record(values, args, kwargs)
         return self._inner.emit_direct(task, values, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -100,25 +104,21 @@ class _CapturingCollector:
 
 class _CapturingBasicCollector(_CapturingCollector):
     # BasicOutputCollector.emit(values, stream=...): the stream is the first extra arg.
-    def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[0] if args else DEFAULT_STREAM)
-        self._capture.record(stream, values)
-        return self._inner.emit(values, *args, **kwargs)
-
-    def emit_direct(self, task: int, values: Any, *args: Any, **kwargs: Any) -> list[int]:
-        stream = kwargs.get("stream", args[0] if args else DEFAULT_STREAM)
-        self._capture.record(stream, values)
-        return self._inner.emit_direct(task, values, *args, **kwargs)
+    _stream_arg = 0
 
 
-class _CapturingSpout(Spout):
-    def __init__(self, inner: Spout, capture: _Capture) -> None:
+class _Wrapping:
+    """What every capturing component shares: the wrapped one and its declarations."""
+
+    def __init__(self, inner: Any, capture: _Capture) -> None:
         self.inner = inner
         self.capture = capture
 
     def declare_output_fields(self, declarer: Any) -> None:
         self.inner.declare_output_fields(declarer)
 
+
+class _CapturingSpout(_Wrapping, Spout):
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.inner.open(conf, context, _CapturingCollector(collector, self.capture))
 
@@ -141,14 +141,7 @@ class _CapturingSpout(Spout):
         self.inner.close()
 
 
-class _CapturingBolt(Bolt):
-    def __init__(self, inner: Bolt, capture: _Capture) -> None:
-        self.inner = inner
-        self.capture = capture
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        self.inner.declare_output_fields(declarer)
-
+class _CapturingBolt(_Wrapping, Bolt):
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.inner.prepare(conf, context, _CapturingCollector(collector, self.capture))
 
@@ -159,14 +152,7 @@ class _CapturingBolt(Bolt):
         self.inner.cleanup()
 
 
-class _CapturingBasicBolt(BasicBolt):
-    def __init__(self, inner: BasicBolt, capture: _Capture) -> None:
-        self.inner = inner
-        self.capture = capture
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        self.inner.declare_output_fields(declarer)
-
+class _CapturingBasicBolt(_Wrapping, BasicBolt):
     def prepare(self, conf: dict[str, Any], context: Any) -> None:
         self._wrapped: dict[int, _CapturingBasicCollector] = {}
         self.inner.prepare(conf, context)
@@ -230,7 +216,7 @@ def complete_topology(
             f"its spouts are {sorted(s.id for s in topology.spouts)}"
         )
     emitted = SharedList("emitted")
-    settled: dict[str, SharedList] = {}
+    settled: dict[str, AckFailTracker] = {}
     specs = []
     for cid, spec in topology.components.items():
         obj = spec.obj
@@ -238,7 +224,7 @@ def complete_topology(
             default = spec.streams.get(DEFAULT_STREAM)
             if default is None:
                 raise ValueError(f"mocked spout {cid!r} declares no default stream")
-            settled[cid] = SharedList(f"settled-{cid}")
+            settled[cid] = AckFailTracker()
             obj = FixedTupleSpout(mocked[cid], default.fields.to_list(), settled[cid])
         new = ComponentSpec(
             cid, _capturing(obj, _Capture(emitted, cid)), spec.kind, spec.parallelism, spec.tasks
@@ -250,7 +236,7 @@ def complete_topology(
     expected = {cid: len(rows) for cid, rows in mocked.items()}
 
     def done() -> bool:
-        return all(len({i for _, i in settled[cid].items()}) >= n for cid, n in expected.items())
+        return all(_settled_count(settled[cid]) >= n for cid, n in expected.items())
 
     name = f"complete-topology-{next(_names)}"
     cluster.submit_topology(name, conf, wrapped)
@@ -273,16 +259,20 @@ def complete_topology(
     results = Results(topology.components)
     for component, stream, values in emitted.items():
         results[component].setdefault(stream, []).append(values)
-    for cid, outcomes in settled.items():
-        results.acked[cid] = {i for how, i in outcomes.items() if how == ACKED}
-        results.failed[cid] = {i for how, i in outcomes.items() if how == FAILED}
+    for cid, tracker in settled.items():
+        results.acked[cid] = tracker.acked
+        results.failed[cid] = tracker.failed
     return results
 
 
+def _settled_count(tracker: AckFailTracker) -> int:
+    return len(tracker.acked | tracker.failed)
+
+
 def _not_done(
-    name: str, settled: dict[str, SharedList], expected: dict[str, int], secs: float
+    name: str, settled: dict[str, AckFailTracker], expected: dict[str, int], secs: float
 ) -> str:
-    done = sum(len({i for _, i in s.items()}) for s in settled.values())
+    done = sum(_settled_count(t) for t in settled.values())
     return (
         f"complete_topology: {name}: only {done} of {sum(expected.values())} mocked tuples "
         f"were acked or failed within {secs} s"
