@@ -380,11 +380,7 @@ class BrokerSpout(Connector, Spout):
                 failures = 0
             actions: list[tuple[str, Delivery]] = []
             try:
-                out = self._outbound
-                while out:
-                    actions.append(out.popleft())
-                if actions and not self.settles_survive_reconnect:
-                    actions = self._current(actions)
+                actions = self._take_settles()
                 if actions:
                     session.settle(actions)
                     actions = []
@@ -416,15 +412,22 @@ class BrokerSpout(Connector, Spout):
 
     def _settle_last(self, session: Session) -> None:
         """On close: send the settles still queued (the trees that completed last)."""
-        actions = list(self._outbound)
-        self._outbound.clear()
-        if actions and not self.settles_survive_reconnect:
-            actions = self._current(actions)
+        actions = self._take_settles()
         try:
             if actions:
                 session.settle(actions)
         except Exception as exc:  # they stay with the broker, which delivers them again
             log.warning("%s: settling on close failed: %s", self.connector_name(), exc)
+
+    def _take_settles(self) -> list[tuple[str, Delivery]]:
+        """The settles queued so far, less those a reconnect made stale."""
+        out = self._outbound
+        actions = []
+        while out:
+            actions.append(out.popleft())
+        if actions and not self.settles_survive_reconnect:
+            actions = self._current(actions)
+        return actions
 
     def _current(self, actions: list[tuple[str, Delivery]]) -> list[tuple[str, Delivery]]:
         """Drop settles for deliveries of an earlier session (judged valid by the
