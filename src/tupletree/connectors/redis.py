@@ -32,7 +32,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tupletree.connectors.errors import ConnectorError, redact
+from tupletree.connectors.errors import redact
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.sink import BrokerSink
 from tupletree.connectors.spout import ACK, DEAD, RETRY, TOUCH, BrokerSpout, Delivery
@@ -236,17 +236,13 @@ class RedisStreamSpout(BrokerSpout):
             groups = r.xinfo_groups(self.stream)
         except redis.ResponseError as exc:
             if "no such key" in str(exc).lower():
-                raise ConnectorError(
-                    self.connector_name(),
-                    self.address(),
+                raise self.connector_error(
                     f"stream {self.stream!r} does not exist (create it and the group with "
                     f"XGROUP CREATE {self.stream} {self.group} $ MKSTREAM)",
                 ) from exc
             raise
         if not any(_text(g.get("name")) == self.group for g in groups):
-            raise ConnectorError(
-                self.connector_name(),
-                self.address(),
+            raise self.connector_error(
                 f"consumer group {self.group!r} does not exist on stream {self.stream!r} "
                 f"(create it with XGROUP CREATE {self.stream} {self.group} $)",
             )
