@@ -214,10 +214,8 @@ class BrokerSpout(Connector, Spout):
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.component = context.component_id
         self.collector = collector
-        max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
-        self.max_pending = max_pending
         if self.buffer_size is None:
-            self.buffer_size = max_pending or DEFAULT_BUFFER
+            self.buffer_size = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING) or DEFAULT_BUFFER
         self.counts = dict.fromkeys(SPOUT_COUNTERS, 0)
         self._held: dict[Any, Delivery] = {}
         self._retries: list[tuple[float, int, Any]] = []
