@@ -20,6 +20,7 @@ why).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -30,8 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import contextlib
 
 from tupletree import LocalCluster, TopologyBuilder, compiled
 from tupletree.connectors import connector_totals

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tupletree.connectors.kafka.local_broker import end_process
+from tupletree.connectors.kafka.local_broker import end_process, free_port
 
 
 class ServerUnavailable(RuntimeError):
@@ -54,9 +54,7 @@ class LocalNatsServer:
 
     def start(self) -> LocalNatsServer:
         binary = bundled_binary()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
+        self.port = free_port()
         self._store = tempfile.mkdtemp(prefix="tupletree-nats-")
         log = Path(self._store) / "server.log"
         args = [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", self._store]

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tupletree.connectors.errors import ConnectorError
 from tupletree.connectors.mailbox import ErrorMailbox, as_connector_error
 from tupletree.connectors.retry import RetryPolicy
 
@@ -42,6 +43,10 @@ class Connector:
 
     def connector_name(self) -> str:
         return f"{type(self).__name__} {self.component!r}"
+
+    def connector_error(self, cause: str) -> ConnectorError:
+        """A ConnectorError naming this connector and ``address()``, saying ``cause``."""
+        return ConnectorError(self.connector_name(), self.address(), cause)
 
     def check_config(self, conf: dict[str, Any], component: str) -> None:
         """Called at submit; raises ConnectorError naming the component."""

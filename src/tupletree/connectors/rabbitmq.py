@@ -36,7 +36,7 @@ from tupletree.config import Config
 from tupletree.connectors.errors import ConnectorError, redact
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.sink import BrokerSink
-from tupletree.connectors.spout import ACK, DEAD, BrokerSpout, Delivery
+from tupletree.connectors.spout import ACK, DEAD, DEFAULT_BUFFER, BrokerSpout, Delivery
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 MAX_PREFETCH = 65535
@@ -207,7 +207,7 @@ class RabbitMQSpout(BrokerSpout):
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
-        buffer = self.buffer_size or max_pending or 1000
+        buffer = self.buffer_size or max_pending or DEFAULT_BUFFER
         self.prefetch = min(MAX_PREFETCH, (max_pending or 0) + buffer)
         super().open(conf, context, collector)
 

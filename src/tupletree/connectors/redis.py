@@ -32,7 +32,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tupletree.connectors.errors import ConnectorError, redact
+from tupletree.connectors.errors import redact
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.sink import BrokerSink
 from tupletree.connectors.spout import ACK, DEAD, RETRY, TOUCH, BrokerSpout, Delivery
@@ -96,12 +96,15 @@ class _SpoutSession:
             out.append(Delivery(key, body, self.epoch, redelivered))  # type: ignore[arg-type]
         return out
 
-    def _read(self, cursor: str, count: int, block: int | None) -> list[Any]:
-        """XREADGROUP of this consumer's entries after ``cursor``, as ``[(id, fields)]``.
+    def _read(
+        self, cursor: str, count: int, block: int | None, redelivered: bool
+    ) -> list[Delivery]:
+        """XREADGROUP of this consumer's entries after ``cursor``, as deliveries.
 
-        The reply is unpacked here from what the server sent (the session's client has
-        no reply callback for XREADGROUP): redis-py's callback would first rebuild it in
-        RESP2's shape, a fifth of the spout's reading time with hiredis."""
+        The reply is unpacked here, in one pass, from what the server sent (the
+        session's client has no reply callback for XREADGROUP): redis-py's callback
+        would first rebuild it in RESP2's shape, a fifth of the spout's reading time
+        with hiredis."""
         s = self.spout
         args: list[Any] = ["XREADGROUP", "GROUP", s.group, s.consumer, "COUNT", count]
         if block is not None:
@@ -109,24 +112,31 @@ class _SpoutSession:
         reply = self.r.execute_command(*args, "STREAMS", s.stream, cursor)
         if not reply:
             return []
-        # RESP3 answers {stream: entries}, RESP2 [[stream, entries]]; an entry deleted
-        # while pending comes with no fields.
+        # RESP3 answers {stream: entries}, RESP2 [[stream, entries]]; an entry is
+        # [id, [field, value, ...]], with no fields if it was deleted while pending.
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-        return [
-            (entry_id, dict(zip(flat[::2], flat[1::2], strict=True)) if flat else None)
-            for entry_id, flat in entries
-        ]
+        epoch = self.epoch
+        out = []
+        for entry_id, flat in entries:
+            body = None
+            if flat:
+                for i in range(0, len(flat), 2):
+                    if flat[i] == FIELD:
+                        body = flat[i + 1]
+                        break
+            out.append(Delivery(_text(entry_id), body, epoch, redelivered))  # type: ignore[arg-type]
+        return out
 
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
         s = self.spout
         r = self.r
         if self.own_cursor is not None:
-            entries = self._read(self.own_cursor, max_messages, None)
-            if not entries:
+            got = self._read(self.own_cursor, max_messages, None, True)
+            if not got:
                 self.own_cursor = None
                 return []
-            self.own_cursor = _text(entries[-1][0])
-            return self._deliveries(entries, True)
+            self.own_cursor = got[-1].key
+            return got
         now = time.monotonic()
         if now >= self.next_claim:
             cursor, entries, *_ = r.xautoclaim(
@@ -142,7 +152,7 @@ class _SpoutSession:
                 self.next_claim = now + s.claim_every_secs
             if entries:
                 return self._deliveries(entries, True)
-        return self._deliveries(self._read(">", max_messages, int(timeout * 1000)), False)
+        return self._read(">", max_messages, int(timeout * 1000), False)
 
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:
         s = self.spout
@@ -226,17 +236,13 @@ class RedisStreamSpout(BrokerSpout):
             groups = r.xinfo_groups(self.stream)
         except redis.ResponseError as exc:
             if "no such key" in str(exc).lower():
-                raise ConnectorError(
-                    self.connector_name(),
-                    self.address(),
+                raise self.connector_error(
                     f"stream {self.stream!r} does not exist (create it and the group with "
                     f"XGROUP CREATE {self.stream} {self.group} $ MKSTREAM)",
                 ) from exc
             raise
         if not any(_text(g.get("name")) == self.group for g in groups):
-            raise ConnectorError(
-                self.connector_name(),
-                self.address(),
+            raise self.connector_error(
                 f"consumer group {self.group!r} does not exist on stream {self.stream!r} "
                 f"(create it with XGROUP CREATE {self.stream} {self.group} $)",
             )

@@ -36,7 +36,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tupletree.connectors.base import Connector
-from tupletree.connectors.errors import ConnectorError
 from tupletree.connectors.mailbox import close_quietly
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.spout import POLL_SECS
@@ -176,7 +175,7 @@ class BrokerSink(Connector, Bolt):
             self.io_counts["written"] += len(verdicts) - refused
             if refused:
                 first = next(v for v in verdicts if v is not None)
-                self._errors.post(ConnectorError(self.connector_name(), self.address(), first))
+                self._errors.post(self.connector_error(first))
             self._hand_back([(tup, v) for (tup, _), v in zip(batch, verdicts, strict=True)])
         if session is not None:
             close_quietly(session)

@@ -214,10 +214,8 @@ class BrokerSpout(Connector, Spout):
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.component = context.component_id
         self.collector = collector
-        max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
-        self.max_pending = max_pending
         if self.buffer_size is None:
-            self.buffer_size = max_pending or DEFAULT_BUFFER
+            self.buffer_size = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING) or DEFAULT_BUFFER
         self.counts = dict.fromkeys(SPOUT_COUNTERS, 0)
         self._held: dict[Any, Delivery] = {}
         self._retries: list[tuple[float, int, Any]] = []
@@ -380,11 +378,7 @@ class BrokerSpout(Connector, Spout):
                 failures = 0
             actions: list[tuple[str, Delivery]] = []
             try:
-                out = self._outbound
-                while out:
-                    actions.append(out.popleft())
-                if actions and not self.settles_survive_reconnect:
-                    actions = self._current(actions)
+                actions = self._take_settles()
                 if actions:
                     session.settle(actions)
                     actions = []
@@ -416,15 +410,22 @@ class BrokerSpout(Connector, Spout):
 
     def _settle_last(self, session: Session) -> None:
         """On close: send the settles still queued (the trees that completed last)."""
-        actions = list(self._outbound)
-        self._outbound.clear()
-        if actions and not self.settles_survive_reconnect:
-            actions = self._current(actions)
+        actions = self._take_settles()
         try:
             if actions:
                 session.settle(actions)
         except Exception as exc:  # they stay with the broker, which delivers them again
             log.warning("%s: settling on close failed: %s", self.connector_name(), exc)
+
+    def _take_settles(self) -> list[tuple[str, Delivery]]:
+        """The settles queued so far, less those a reconnect made stale."""
+        out = self._outbound
+        actions = []
+        while out:
+            actions.append(out.popleft())
+        if actions and not self.settles_survive_reconnect:
+            actions = self._current(actions)
+        return actions
 
     def _current(self, actions: list[tuple[str, Delivery]]) -> list[tuple[str, Delivery]]:
         """Drop settles for deliveries of an earlier session (judged valid by the

@@ -49,7 +49,7 @@ def end_process(proc: subprocess.Popen[bytes] | None, grace_secs: float = 10.0) 
         proc.wait()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -75,7 +75,7 @@ class LocalKafkaBroker:
 
     def start(self) -> LocalKafkaBroker:
         binary = tansu_binary()
-        self.port = _free_port()
+        self.port = free_port()
         url = f"tcp://127.0.0.1:{self.port}"
         advertised = f"tcp://{self.advertised}" if self.advertised else url
         args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised]

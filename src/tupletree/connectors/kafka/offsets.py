@@ -19,8 +19,9 @@ which of them were acked, and answers the next offset to commit:
   reaches ``max_uncommitted``: the spout stops fetching new records of the partition
   (replays go on), which bounds what it holds per partition.
 
-Cost: ``emit``/``ack``/``fail`` O(1); ``next_commit`` walks the acked prefix it passes
-(each offset once between commits); memory O(uncommitted). No I/O, no clock.
+Cost: ``emit``/``ack``/``fail`` O(1); ``next_commit`` walks the acked prefix from the
+last commit on each call (and stops at the first offset not acked); memory
+O(uncommitted). No I/O, no clock.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tupletree.connectors.errors import ConnectorError
 from tupletree.connectors.kafka.client import (
     KafkaErrors,
     check_topic,
@@ -59,16 +58,15 @@ class _SinkSession:
                 **sink.producer_config,
             }
         )
-        check_topic(self.producer, sink.topic, sink.timeout_secs, self.errors, self._error)
-
-    def _error(self, cause: str) -> ConnectorError:
-        return ConnectorError(self.sink.connector_name(), self.sink.address(), cause)
+        check_topic(
+            self.producer, sink.topic, sink.timeout_secs, self.errors, self.sink.connector_error
+        )
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
-        self.errors.raise_fatal(self._error)
+        self.errors.raise_fatal(self.sink.connector_error)
         verdicts = produce_all(self.producer, self.sink.topic, bodies, self.sink.timeout_secs)
         self.sink.io_counts["reconnects"] += self.errors.take_reconnects()
-        self.errors.post_to(self.sink._errors.post, self._error)
+        self.errors.post_to(self.sink._errors.post, self.sink.connector_error)
         return verdicts
 
     def close(self) -> None:

@@ -34,7 +34,6 @@ import time
 import uuid
 from typing import Any
 
-from tupletree.connectors.errors import ConnectorError
 from tupletree.connectors.kafka.assignment import (
     BEGINNING,
     FIRST_POLL_STRATEGIES,
@@ -124,13 +123,10 @@ class KafkaSpout(BrokerSpout):
         errors = KafkaErrors()
         consumer = Consumer(client_config(self.bootstrap_servers, errors, self.group_id))
 
-        def error(cause: str) -> ConnectorError:
-            return ConnectorError(self.connector_name(), self.address(), cause)
-
         try:
             for topic in (self.topic, self.dead_letter):
                 if topic is not None:
-                    check_topic(consumer, topic, self.timeout_secs, errors, error)
+                    check_topic(consumer, topic, self.timeout_secs, errors, self.connector_error)
         finally:
             consumer.close()
 
@@ -163,7 +159,7 @@ class _Session:
         self.producer: Any = None
         try:
             self.partitions = check_topic(
-                self.consumer, spout.topic, spout.timeout_secs, self.errors, self._error
+                self.consumer, spout.topic, spout.timeout_secs, self.errors, spout.connector_error
             )
         except BaseException:
             self.consumer.close()
@@ -177,9 +173,6 @@ class _Session:
         self.next_commit = now + spout.commit_period_secs
         self._refresh(now, list_again=False)
 
-    def _error(self, cause: str) -> ConnectorError:
-        return ConnectorError(self.spout.connector_name(), self.spout.address(), cause)
-
     # -- assignment ---------------------------------------------------------------------
 
     def _refresh(self, now: float, list_again: bool = True) -> None:
@@ -189,7 +182,7 @@ class _Session:
         self.next_refresh = now + sp.partition_refresh_secs
         if list_again:  # partitions added to the topic are picked up
             self.partitions = check_topic(
-                self.consumer, sp.topic, sp.timeout_secs, self.errors, self._error
+                self.consumer, sp.topic, sp.timeout_secs, self.errors, sp.connector_error
             )
         ctx = sp.context
         mine = partitions_for_task(
@@ -251,7 +244,7 @@ class _Session:
         )
 
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
-        self.errors.raise_fatal(self._error)
+        self.errors.raise_fatal(self.spout.connector_error)
         self._timers()
         self._pause_full_partitions()
         sp = self.spout
@@ -283,7 +276,7 @@ class _Session:
             self._rewind(rewind)
         if last and sp.processing_guarantee == "at_most_once":
             self._commit_positions({p: o + 1 for p, o in last.items()})
-        self.errors.post_to(sp._errors.post, self._error)
+        self.errors.post_to(sp._errors.post, self.spout.connector_error)
         return out
 
     def _rewind(self, rewind: dict[int, int]) -> None:
@@ -353,7 +346,7 @@ class _Session:
                 if why is not None:
                     # Not written: this session ends, and the next one reads the record
                     # again from the committed offset.
-                    raise self._error(
+                    raise self.spout.connector_error(
                         f"record {d.key} could not be written to the dead letter topic "
                         f"{sp.dead_letter!r}: {why}"
                     )
@@ -400,7 +393,7 @@ class _Session:
         try:
             result = self.consumer.commit(offsets=tps, asynchronous=False)
         except KafkaException as exc:
-            raise self._error(f"committing offsets {offsets} failed: {exc}") from exc
+            raise self.spout.connector_error(f"committing offsets {offsets} failed: {exc}") from exc
         return {tp.partition: tp.offset for tp in result or tps if tp.error is None}
 
     def close(self) -> None:

@@ -1,10 +1,8 @@
 """LoopThread: an asyncio event loop on a daemon thread of its own.
 
-nats-py is asyncio-only, and a spout or a bolt must never block its worker, so each
-connector task runs its client on a loop thread: the task's thread hands coroutines
-over with ``submit`` (returns at once) or, while opening and closing only, waits for
-them with ``run``. The loop thread never calls into the task: it hands results back
-through the structures the task polls and wakes the worker.
+nats-py is asyncio-only, so each connector session runs its client on a loop thread:
+the connector's I/O thread (never the worker's) hands it coroutines with ``run`` and
+waits for their results. The loop thread never calls into the task.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -39,13 +37,9 @@ class LoopThread:
         """Schedule ``coro`` on the loop; returns at once."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Call ``fn(*args)`` on the loop thread soon (from any thread)."""
-        self.loop.call_soon_threadsafe(fn, *args)
-
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run ``coro`` on the loop and wait up to ``timeout`` seconds for its result
-        (for opening and closing only: this blocks the calling thread)."""
+        (this blocks the calling thread)."""
         future = self.submit(coro)
         try:
             return future.result(timeout)

@@ -13,7 +13,7 @@ import contextlib
 import json
 from typing import Any
 
-from tupletree.connectors.errors import ConnectorError, redact
+from tupletree.connectors.errors import redact
 from tupletree.connectors.nats.client import JetStreamClient, explain, open_client
 from tupletree.connectors.sink import BrokerSink
 
@@ -58,9 +58,7 @@ class _SinkSession:
         try:
             await self.client.js.find_stream_name_by_subject(self.sink.subject)
         except Exception as exc:
-            raise ConnectorError(
-                self.sink.connector_name(),
-                self.sink.address(),
+            raise self.sink.connector_error(
                 f"no stream captures subject {self.sink.subject!r} ({explain(exc)})",
             ) from exc
         nc = self.client.nc

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tupletree.connectors.errors import ConnectorError, redact
+from tupletree.connectors.errors import redact
 from tupletree.connectors.nats.client import JetStreamClient, explain, open_client
 from tupletree.connectors.spout import ACK, DEAD, RETRY, TOUCH, BrokerSpout, Delivery, check_lease
 
@@ -153,9 +153,6 @@ class _Session:
             self.client.nc.connected_server_version
         )
 
-    def _error(self, cause: str) -> ConnectorError:
-        return ConnectorError(self.spout.connector_name(), self.spout.address(), cause)
-
     async def _bind(self) -> Any:
         from nats.js.api import AckPolicy, ConsumerConfig
         from nats.js.errors import NotFoundError
@@ -165,7 +162,7 @@ class _Session:
         try:
             await js.stream_info(sp.stream)
         except Exception as exc:
-            raise self._error(explain(exc, sp.stream)) from exc
+            raise self.spout.connector_error(explain(exc, sp.stream)) from exc
         try:
             info = await js.consumer_info(sp.stream, sp.durable)
         except NotFoundError:
@@ -180,17 +177,17 @@ class _Session:
             try:
                 info = await js.add_consumer(sp.stream, config)
             except Exception as exc:
-                raise self._error(
+                raise self.spout.connector_error(
                     f"cannot create the durable consumer {sp.durable!r}: {explain(exc)}"
                 ) from exc
         except Exception as exc:
-            raise self._error(explain(exc, sp.stream)) from exc
+            raise self.spout.connector_error(explain(exc, sp.stream)) from exc
         sp.existing_ack_wait = info.config.ack_wait
         if sp.dead_letter is not None:
             try:
                 await js.find_stream_name_by_subject(sp.dead_letter)
             except Exception as exc:
-                raise self._error(
+                raise self.spout.connector_error(
                     f"no stream captures the dead-letter subject {sp.dead_letter!r} "
                     f"({type(exc).__name__})"
                 ) from exc
@@ -252,7 +249,7 @@ class _Session:
                 # Not written: give it back to the stream (it fails its way back here).
                 await self.client.nc.publish(d.handle, nak_body(sp.retry.max_delay_secs))
                 sp._errors.post(
-                    self._error(
+                    self.spout.connector_error(
                         f"message {d.key} could not be written to the dead letter "
                         f"{sp.dead_letter!r}: {explain(exc)}; left in the stream"
                     )
