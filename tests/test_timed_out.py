@@ -151,6 +151,28 @@ def test_held_tuples_are_bounded_and_pruned_of_settled_ones():
     assert [t for _, t in held.unsettled()] == tups[1:4]
 
 
+def test_a_full_table_sweeps_at_most_once_per_quarter_of_its_limit_turned_away():
+    """Settled tuples at the old end leave at once; one settled behind an unsettled
+    oldest is swept out only after limit // 4 tuples were turned away since the last
+    sweep (a full table of unsettled tuples must not cost a pass per tuple)."""
+    held = HeldTuples(lambda: 0.0, limit=8)
+    tups = [Tuple([i], SRC, 1, i + 1) for i in range(20)]
+    for t in tups[:8]:
+        held.add(t)
+    held.add(tups[8])  # full, nothing settled: the first sweep finds nothing
+    assert held.unwatched == 1
+    tups[3]._ack_val = -1  # settled behind the unsettled oldest
+    held.add(tups[9])  # one turned away since the sweep: no sweep yet
+    assert held.unwatched == 2 and len(held) == 8
+    held.add(tups[10])  # two (8 // 4): the sweep frees tups[3]'s place
+    assert held.unwatched == 2 and len(held) == 8
+    assert tups[3] not in [t for _, t in held.unsettled()]
+    tups[0]._ack_val = -1  # the oldest settles: it leaves at once, no sweep needed
+    held.add(tups[11])
+    assert held.unwatched == 2
+    assert [t for _, t in held.unsettled()] == [*tups[1:3], *tups[4:8], tups[10], tups[11]]
+
+
 def test_log_searches_only_the_newest_it_keeps():
     """A timeout burst larger than the log records (and searches for) only the newest."""
 

@@ -85,25 +85,36 @@ class TimedOutTree:
 class HeldTuples:
     """Tuples a Bolt task still holds after ``execute`` returned, with when it got them.
 
-    Settled ones (acked or failed since) are pruned when the table is full, so it holds
-    at most ``limit`` entries; if it is still full, a new tuple goes unwatched.
+    It holds at most ``limit`` entries. When it is full, the settled ones (acked or failed
+    since) at its old end leave first; settled ones behind an unsettled oldest are swept
+    out in one pass, but at most once per ``limit // 4`` tuples turned away, so that a
+    table full of unsettled tuples costs a few steps per ``add``, not a pass over all of
+    them. A tuple that finds no room goes unwatched, and is counted.
     """
 
-    __slots__ = ("_items", "_now", "limit", "unwatched")
+    __slots__ = ("_items", "_misses", "_now", "limit", "unwatched")
 
     def __init__(self, now: Callable[[], float], limit: int = HELD_LIMIT) -> None:
         self._now = now
         self._items: deque[tuple[float, Any]] = deque()
         self.limit = limit
         self.unwatched = 0
+        self._misses = limit // 4  # tuples turned away since the last sweep
 
     def add(self, tup: Any) -> None:
-        if len(self._items) >= self.limit:
-            self._items = deque(item for item in self._items if not item[1].is_settled())
-            if len(self._items) >= self.limit:
+        items = self._items
+        if len(items) >= self.limit:
+            # Trees mostly settle in the order their tuples arrived: one step each.
+            while items and items[0][1].is_settled():
+                items.popleft()
+            if len(items) >= self.limit and self._misses >= self.limit // 4:
+                self._items = items = deque(item for item in items if not item[1].is_settled())
+                self._misses = 0
+            if len(items) >= self.limit:
                 self.unwatched += 1
+                self._misses += 1
                 return
-        self._items.append((self._now(), tup))
+        items.append((self._now(), tup))
 
     def unsettled(self) -> Iterable[tuple[float, Any]]:
         """``(since, tuple)`` for each watched tuple not yet acked or failed."""
