@@ -102,9 +102,15 @@ class ClusterHarness:
         UNTIL_SECS pass. Returns its last result, for ``assert``."""
         if self.exact_time:
             return check()
-        deadline = time.monotonic() + UNTIL_SECS
-        while not check():
-            if time.monotonic() > deadline:
-                return check()
-            time.sleep(0.05)
-        return True
+        return until(check, UNTIL_SECS)
+
+
+def until(check: Callable[[], bool], secs: float = UNTIL_SECS) -> bool:
+    """Poll ``check()`` until it holds or ``secs`` pass (real time only: in simulated
+    time, advance the clock instead). Returns its last result, for ``assert``."""
+    deadline = time.monotonic() + secs
+    while not check():
+        if time.monotonic() > deadline:
+            return check()
+        time.sleep(0.05)
+    return True

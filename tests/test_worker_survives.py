@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -27,6 +26,8 @@ from tupletree.runtime.error_log import (
 from tupletree.runtime.executors import BACKOFF_MAX_SECS, next_tuple_backoff
 from tupletree.runtime.worker import Worker
 from tupletree.testing import AckFailTracker, FeederSpout
+
+from .clusters import until
 
 
 class BadStr(Exception):
@@ -68,14 +69,6 @@ class PlainRaises(Bolt):
 KINDS = ["exit", "interrupt", "badstr"]
 
 
-def wait_for(predicate: Any, what: str, deadline: float = 30.0) -> None:
-    end = time.monotonic() + deadline
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 @pytest.mark.parametrize("simulate", [False, True], ids=["real-time", "simulated"])
 @pytest.mark.parametrize("bolt", [Raises, PlainRaises], ids=["basic", "plain"])
 def test_base_exceptions_and_unprintable_ones_fail_the_input_and_the_worker_goes_on(simulate, bolt):
@@ -93,7 +86,7 @@ def test_base_exceptions_and_unprintable_ones_fail_the_input_and_the_worker_goes
         if simulate:
             assert cluster.wait_idle() is True
         else:
-            wait_for(lambda: len(tracker.acked) + len(tracker.failed) == 4, "verdicts")
+            assert until(lambda: len(tracker.acked) + len(tracker.failed) == 4, 30), "verdicts"
         assert tracker.failed == {0, 1, 2}
         assert tracker.acked == {"after"}
         assert cluster.wait_idle() is True
@@ -151,7 +144,7 @@ def test_a_spout_raising_base_exceptions_in_next_tuple_ack_and_fail_keeps_runnin
             spout = cluster.metrics("t")["s"]
             return spout["acked"] + spout["failed"]
 
-        wait_for(lambda: settled() == 2, "both trees settled")
+        assert until(lambda: settled() == 2, 30), "both trees settled"
         assert cluster.wait_idle() is True
         text = "\n".join(cluster.errors("t"))
         for expected in (
