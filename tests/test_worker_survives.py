@@ -200,7 +200,7 @@ def test_error_texts_are_bounded_in_length_and_number_and_logging_is_rate_limite
     with caplog.at_level(logging.WARNING, logger="tupletree"):
         for i in range(n):
             feeder.feed(["x"], msg_id=i)
-        sim_cluster.wait_idle()
+        assert sim_cluster.wait_idle()
     assert len(tracker.failed) == n
     errors = sim_cluster.errors("t")
     assert len(errors) == MAX_ERRORS_KEPT
@@ -215,7 +215,7 @@ def test_error_texts_are_bounded_in_length_and_number_and_logging_is_rate_limite
     with caplog.at_level(logging.WARNING, logger="tupletree"):
         sim_cluster.advance_time(11)
         feeder.feed(["x"], msg_id="late")
-        sim_cluster.wait_idle()
+        assert sim_cluster.wait_idle()
     (record,) = [r for r in caplog.records if r.name == "tupletree"]
     assert f"[{n - 5} more like it since the last one logged, not logged]" in record.getMessage()
 
