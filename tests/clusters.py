@@ -22,6 +22,7 @@ from typing import Any
 
 from tupletree import Config
 from tupletree.cluster import Cluster
+from tupletree.config import DEFAULTS
 from tupletree.topology.builder import Topology
 
 # Real seconds per scenario second on the real-time clusters: a 10 s message timeout
@@ -66,11 +67,12 @@ class ClusterHarness:
         """The scenario's config, its periods scaled, on this harness's workers."""
         conf = dict(conf or {})
         if self.scale != 1.0:
+            timeout = Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS
+            if conf.get(timeout) is None:  # the default is scaled too
+                conf[timeout] = DEFAULTS[timeout]
             for key in _SCALED_KEYS:
                 if conf.get(key) is not None:
                     conf[key] = conf[key] * self.scale
-            if conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) is None:
-                conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = 30 * self.scale
         conf.setdefault(Config.TOPOLOGY_WORKERS, self.workers)
         return conf
 
@@ -102,9 +104,15 @@ class ClusterHarness:
         UNTIL_SECS pass. Returns its last result, for ``assert``."""
         if self.exact_time:
             return check()
-        deadline = time.monotonic() + UNTIL_SECS
-        while not check():
-            if time.monotonic() > deadline:
-                return check()
-            time.sleep(0.05)
-        return True
+        return until(check, UNTIL_SECS)
+
+
+def until(check: Callable[[], bool], secs: float = UNTIL_SECS) -> bool:
+    """Poll ``check()`` until it holds or ``secs`` pass (real time only: in simulated
+    time, advance the clock instead). Returns its last result, for ``assert``."""
+    deadline = time.monotonic() + secs
+    while not check():
+        if time.monotonic() > deadline:
+            return check()
+        time.sleep(0.05)
+    return True

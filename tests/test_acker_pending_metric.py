@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tupletree import Bolt, Config, LocalCluster, Spout, TopologyBuilder
+from tupletree import Bolt, Config, Spout, TopologyBuilder
 
 
 class Five(Spout):
@@ -34,19 +34,18 @@ class HoldsEven(Bolt):
             self.collector.ack(tup)
 
 
-def test_acker_pending_counts_the_trees_its_ledger_holds() -> None:
+def test_acker_pending_counts_the_trees_its_ledger_holds(sim_cluster) -> None:
     b = TopologyBuilder()
     b.set_spout("five", Five())
     b.set_bolt("holds", HoldsEven()).shuffle_grouping("five")
     conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30}
-    with LocalCluster(simulate_time=True) as cluster:
-        cluster.submit_topology("held", conf, b.create_topology())
-        cluster.wait_idle()
-        metrics = cluster.metrics("held")
-        assert metrics["five"]["acked"] == 2
-        assert metrics["__acker"]["pending"] == 3  # trees of 0, 2 and 4
-        for _ in range(4):  # ... until they time out (the ledger rotates its buckets)
-            cluster.advance_time(30)
-        cluster.wait_idle()
-        assert cluster.metrics("held")["five"]["failed"] == 3
-        assert cluster.metrics("held")["__acker"]["pending"] == 0
+    sim_cluster.submit_topology("held", conf, b.create_topology())
+    assert sim_cluster.wait_idle()
+    metrics = sim_cluster.metrics("held")
+    assert metrics["five"]["acked"] == 2
+    assert metrics["__acker"]["pending"] == 3  # trees of 0, 2 and 4
+    for _ in range(4):  # ... until they time out (the ledger rotates its buckets)
+        sim_cluster.advance_time(30)
+    assert sim_cluster.wait_idle()
+    assert sim_cluster.metrics("held")["five"]["failed"] == 3
+    assert sim_cluster.metrics("held")["__acker"]["pending"] == 0

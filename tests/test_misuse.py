@@ -126,9 +126,9 @@ def test_a_tuple_of_another_topology_is_refused_and_stays_its_owners(sim_cluster
     sim_cluster.submit_topology("a", {}, a.create_topology())
     sim_cluster.submit_topology("b", {}, b.create_topology())
     feeder_a.feed(["mine"], msg_id="a1")
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     feeder_b.feed(["thief"], msg_id="b1")
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     (error,) = sim_cluster.errors("b")
     assert f"component 'grab' {said} a tuple of another topology (topology 'a'" in error
     assert tracker_b.failed == {"b1"}  # its own input failed at once, as for any error
@@ -178,7 +178,7 @@ def test_changing_the_list_emit_returned_changes_no_routing(sim_cluster):
     sim_cluster.submit_topology("t", {}, b.create_topology())
     for i in range(5):
         feeder.feed([i], msg_id=i)
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert sim_cluster.errors("t") == []
     assert tracker.acked == set(range(5))
     counts = box.get()

@@ -157,10 +157,10 @@ def test_failure_storm_does_not_fail_healthy_trees(sim_cluster):
     sim_cluster.submit_topology("storm", conf, b.create_topology())
     for i in range(1000):
         feeder.feed(["storm"], msg_id=("storm", i))
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     for i in range(600):
         feeder.feed(["fine"], msg_id=("fine", i))
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert tracker.failed == {("storm", i) for i in range(1000)}
     assert tracker.acked == {("fine", i) for i in range(600)}
 

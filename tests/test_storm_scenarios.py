@@ -339,11 +339,6 @@ class AckCounter:
         new, self.seen = now - self.seen, now
         assert new == expected, f"expected {expected} new acks, got {new}"
 
-    def eventually(self, cluster: Any, expected: int) -> None:
-        """The same, allowing a real-time cluster time for the acks to arrive."""
-        cluster.until(lambda: len(self.tracker.acked) - self.seen >= expected)
-        self(expected)
-
 
 def tracked_feeder(fields: list[str]) -> tuple[FeederSpout, AckFailTracker, AckCounter]:
     tracker = AckFailTracker()

@@ -63,7 +63,7 @@ def test_a_bolt_that_never_acks_is_named_in_the_timed_out_tree(sim_cluster):
     feeder, tracker = submit(sim_cluster)
     feeder.feed([1], msg_id="one")
     feeder.feed([2], msg_id="two")
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     assert sim_cluster.timed_out("stall") == []
     worker = sim_cluster._workers["stall"]
     watched = [len(ex.held) for ex in worker.bolts if getattr(ex, "held", None) is not None]
@@ -89,7 +89,7 @@ def test_timed_out_keeps_the_newest_hundred_newest_last(sim_cluster):
     feeder, _ = submit(sim_cluster, "many")
     for i in range(150):
         feeder.feed([2 * i + 1], msg_id=i)
-    sim_cluster.wait_idle()
+    assert sim_cluster.wait_idle()
     sim_cluster.advance_time(61)
     trees = sim_cluster.timed_out("many")
     assert [t.msg_id for t in trees] == list(range(50, 150))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -27,6 +26,8 @@ from tupletree.runtime.error_log import (
 from tupletree.runtime.executors import BACKOFF_MAX_SECS, next_tuple_backoff
 from tupletree.runtime.worker import Worker
 from tupletree.testing import AckFailTracker, FeederSpout
+
+from .clusters import until
 
 
 class BadStr(Exception):
@@ -68,14 +69,6 @@ class PlainRaises(Bolt):
 KINDS = ["exit", "interrupt", "badstr"]
 
 
-def wait_for(predicate: Any, what: str, deadline: float = 30.0) -> None:
-    end = time.monotonic() + deadline
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 @pytest.mark.parametrize("simulate", [False, True], ids=["real-time", "simulated"])
 @pytest.mark.parametrize("bolt", [Raises, PlainRaises], ids=["basic", "plain"])
 def test_base_exceptions_and_unprintable_ones_fail_the_input_and_the_worker_goes_on(simulate, bolt):
@@ -93,7 +86,7 @@ def test_base_exceptions_and_unprintable_ones_fail_the_input_and_the_worker_goes
         if simulate:
             assert cluster.wait_idle() is True
         else:
-            wait_for(lambda: len(tracker.acked) + len(tracker.failed) == 4, "verdicts")
+            assert until(lambda: len(tracker.acked) + len(tracker.failed) == 4, 30), "verdicts"
         assert tracker.failed == {0, 1, 2}
         assert tracker.acked == {"after"}
         assert cluster.wait_idle() is True
@@ -151,7 +144,7 @@ def test_a_spout_raising_base_exceptions_in_next_tuple_ack_and_fail_keeps_runnin
             spout = cluster.metrics("t")["s"]
             return spout["acked"] + spout["failed"]
 
-        wait_for(lambda: settled() == 2, "both trees settled")
+        assert until(lambda: settled() == 2, 30), "both trees settled"
         assert cluster.wait_idle() is True
         text = "\n".join(cluster.errors("t"))
         for expected in (
@@ -207,7 +200,7 @@ def test_error_texts_are_bounded_in_length_and_number_and_logging_is_rate_limite
     with caplog.at_level(logging.WARNING, logger="tupletree"):
         for i in range(n):
             feeder.feed(["x"], msg_id=i)
-        sim_cluster.wait_idle()
+        assert sim_cluster.wait_idle()
     assert len(tracker.failed) == n
     errors = sim_cluster.errors("t")
     assert len(errors) == MAX_ERRORS_KEPT
@@ -222,7 +215,7 @@ def test_error_texts_are_bounded_in_length_and_number_and_logging_is_rate_limite
     with caplog.at_level(logging.WARNING, logger="tupletree"):
         sim_cluster.advance_time(11)
         feeder.feed(["x"], msg_id="late")
-        sim_cluster.wait_idle()
+        assert sim_cluster.wait_idle()
     (record,) = [r for r in caplog.records if r.name == "tupletree"]
     assert f"[{n - 5} more like it since the last one logged, not logged]" in record.getMessage()
 

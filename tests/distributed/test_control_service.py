@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from tupletree import BasicBolt, Spout, TopologyBuilder
 from tupletree.config import validate
@@ -67,6 +68,20 @@ def wait_until(predicate: Any, what: str, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def connected(sock: zmq.Socket, endpoint: str) -> None:
+    """Connect ``sock`` and wait until its handshake with the driver's ROUTER is done
+    (so what the test then sees is the ROUTER's answer to it, not a connection still
+    on its way)."""
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    try:
+        sock.connect(endpoint)
+        assert monitor.poll(10_000), "no handshake with the driver"
+        assert recv_monitor_message(monitor)["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED
+    finally:
+        sock.disable_monitor()
+        monitor.close()
+
+
 def registered_client(driver: Driver) -> ControlClient:
     client = ControlClient(driver.address, 0, 0, heartbeat_interval=0.05, driver_timeout=None)
     welcome = client.register("tcp://127.0.0.1:1", timeout=10)
@@ -87,8 +102,7 @@ def test_a_stranger_with_the_workers_routing_id_cannot_take_its_route(driver: Dr
         intruder = zmq.Context.instance().socket(zmq.DEALER)
         intruder.setsockopt(zmq.LINGER, 0)
         intruder.setsockopt(zmq.ROUTING_ID, route)
-        intruder.connect(driver.endpoint)
-        time.sleep(0.5)  # holds on, silent, as the attack did (2 s there)
+        connected(intruder, driver.endpoint)  # then holds on, silent, as the attack did
 
         heard = driver.dispatcher.last_heard[0]
         driver.service.send(route, Activate())

@@ -155,17 +155,24 @@ def test_storm_with_small_tables_and_rotations_keeps_every_bound(
 def test_healthy_trees_after_any_storm_all_complete(
     failed, healthy, fanout, settled_limit, early_limit, seed
 ):
-    """Issue 13's storm at random sizes: trees failed by one branch, their other
-    branches acking late, then healthy trees (acks may beat the init) with a guard
-    just big enough for them: every healthy tree is ACKED."""
+    """Issue 13's storm at random sizes: trees failed by one branch, the acks of their
+    other branches arriving after every fail (so the oldest settled roots are forgotten
+    and their late acks wait as early records), then healthy trees all in flight at once
+    with a guard just big enough for them: every healthy tree is ACKED. (With the late
+    acks counted against the guard, the last healthy trees were refused.)"""
     trees = [(fanout, 0)] * failed + [(fanout, None)] * healthy
     storm = Storm(trees, seed)
     ledger = AckerLedger(healthy, early_limit=early_limit, settled_limit=settled_limit)
     model = Model(storm, ledger)
     rng = random.Random(seed)
-    for root, msgs in storm.messages().items():
-        if root > failed:
-            rng.shuffle(msgs)  # a healthy tree's acks may beat its init
-        for msg in msgs:
-            model.deliver(msg)
+    messages = storm.messages()
+    storms = [messages[r] for r in range(1, failed + 1)]
+    late = [msg for msgs in storms for msg in msgs[2:]]  # [init, fail, acks...]
+    rng.shuffle(late)
+    fine = [messages[r] for r in range(failed + 1, failed + healthy + 1)]
+    acks = [msg for msgs in fine for msg in msgs[1:]]
+    rng.shuffle(acks)
+    for msg in [m for msgs in storms for m in msgs[:2]] + late + [m[0] for m in fine] + acks:
+        model.deliver(msg)
     assert all(model.outcomes[r] == ACKED for r in range(failed + 1, failed + healthy + 1))
+    assert len(ledger) == 0
