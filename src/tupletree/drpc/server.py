@@ -81,7 +81,7 @@ from tupletree.drpc.pending import (
     PendingRequests,
     timeout_from_conf,
 )
-from tupletree.runtime.error_log import ErrorLogLimiter
+from tupletree.log_limit import ErrorLogLimiter
 from tupletree.webserver import WebServer
 
 log = logging.getLogger("tupletree.drpc")

@@ -8,11 +8,11 @@ a bolt raising on every tuple. So:
   returns at most ``MAX_ERROR_CHARS`` characters: the exception's own text is cut to
   ``MAX_MESSAGE_CHARS``, each traceback line likewise, and a long traceback keeps its
   innermost frames (the end, where the error was raised).
-- ``ErrorLogLimiter`` decides which reports reach the log: at most ``burst`` per key
-  (a task, where in it, the exception's type) in each ``window`` seconds, Storm's
-  throttle on error reports (5 per 10 s per executor by default); the next report that
-  is logged for the key says how many were not. At most ``max_keys`` keys are told
-  apart; reports under further keys share one.
+- ``ErrorLogLimiter`` (from ``tupletree.log_limit``) decides which reports reach the
+  log: at most ``burst`` per key (a task, where in it, the exception's type) in each
+  ``window`` seconds, Storm's throttle on error reports (5 per 10 s per executor by
+  default); the next report that is logged for the key says how many were not. At most
+  ``max_keys`` keys are told apart; reports under further keys share one.
 
 A worker keeps at most ``MAX_ERRORS_KEPT`` texts (the newest), so the texts it holds
 are bounded by ``MAX_ERRORS_KEPT * MAX_ERROR_CHARS`` characters.
@@ -21,14 +21,18 @@ are bounded by ``MAX_ERRORS_KEPT * MAX_ERROR_CHARS`` characters.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Hashable
+
+# The limiter lives below every layer (the web view and the DRPC server use it too).
+from tupletree.log_limit import (  # noqa: F401 - re-exported for the runtime
+    LOG_BURST,
+    LOG_MAX_KEYS,
+    LOG_WINDOW_SECS,
+    ErrorLogLimiter,
+)
 
 MAX_ERRORS_KEPT = 1000
 MAX_ERROR_CHARS = 4000
 MAX_MESSAGE_CHARS = 1000
-LOG_BURST = 5
-LOG_WINDOW_SECS = 10.0
-LOG_MAX_KEYS = 256
 
 
 def _cut(text: str, limit: int) -> str:
@@ -81,51 +85,3 @@ def _traceback(exc: BaseException, budget: int) -> str:
         return text
     keep = max(0, budget - 60)
     return f"... [{len(text) - keep} characters of traceback cut]\n{text[len(text) - keep :]}"
-
-
-class _KeyState:
-    __slots__ = ("logged", "start", "suppressed")
-
-    def __init__(self, start: float) -> None:
-        self.start = start
-        self.logged = 0
-        self.suppressed = 0
-
-
-class ErrorLogLimiter:
-    """Rate limit on logging repeated errors; plain values in, decisions out."""
-
-    OVERFLOW: Hashable = ("<other errors>",)
-
-    def __init__(
-        self,
-        burst: int = LOG_BURST,
-        window: float = LOG_WINDOW_SECS,
-        max_keys: int = LOG_MAX_KEYS,
-    ) -> None:
-        self.burst = burst
-        self.window = window
-        self.max_keys = max_keys
-        self.suppressed_total = 0
-        self._keys: dict[Hashable, _KeyState] = {}
-
-    def admit(self, key: Hashable, now: float) -> int | None:
-        """None: do not log this report. A number: log it, and say that this many
-        reports under the same key were not logged since the last one that was."""
-        state = self._keys.get(key)
-        if state is None:
-            if len(self._keys) >= self.max_keys:
-                key = self.OVERFLOW
-                state = self._keys.get(key)
-            if state is None:
-                state = self._keys[key] = _KeyState(now)
-        if now - state.start >= self.window:
-            state.start = now
-            state.logged = 0
-        if state.logged < self.burst:
-            state.logged += 1
-            missed, state.suppressed = state.suppressed, 0
-            return missed
-        state.suppressed += 1
-        self.suppressed_total += 1
-        return None

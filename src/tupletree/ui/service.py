@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from tupletree.runtime.error_log import ErrorLogLimiter
+from tupletree.log_limit import ErrorLogLimiter
 from tupletree.ui.graph import topology_graph
 from tupletree.ui.history import DEFAULT_MAX_POINTS, TopologyHistory
 from tupletree.webserver import WebServer
