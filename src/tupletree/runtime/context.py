@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tupletree.topology.builder import Topology
@@ -39,6 +41,7 @@ class TopologyContext:
         conf: dict[str, Any],
         topology_name: str,
         wakeup: Any = None,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._layout = layout
         self.task_id = task_id
@@ -48,6 +51,14 @@ class TopologyContext:
         self.custom_metrics: dict[str, Any] = {}
         self.round_hooks: list[Any] = []
         self._wakeup = wakeup
+        self._now = now
+
+    def now(self) -> float:
+        """Seconds on the cluster's clock: the worker's own (simulated on a simulated-time
+        LocalCluster, where it moves only with ``advance_time``). Components that time
+        anything (retry backoffs, windows, checkpoints) read it here rather than
+        ``time.monotonic()``, so simulated time drives them exactly."""
+        return self._now()
 
     def wakeup(self) -> None:
         """Wake this task's worker if it is idle. Safe from any thread: a spout fed by

@@ -291,7 +291,9 @@ class Worker:
         for task, ex in self.executors.items():
             component = ex.component_id
             conf = self._task_conf(component)
-            context = TopologyContext(self.layout, task, conf, self.name, self._wakeup)
+            context = TopologyContext(
+                self.layout, task, conf, self.name, self._wakeup, now=self.now
+            )
             ex.context = context
             if isinstance(ex, AckerExecutor):
                 if timeouts:
