@@ -23,6 +23,8 @@ FORBIDDEN = {
     # The web view and the testing helpers work on any cluster: through its protocol.
     "ui": {"runtime", "distributed", "spark", "local", "testing", "cli"},
     "testing": {"runtime", "distributed", "spark", "local", "ui", "cli"},
+    # Trident's states: decisions and storage, driven by trident's committer bolts.
+    "trident/state": {"runtime", "distributed", "spark", "local"} | _SERVICES,
 }
 
 
