@@ -5,7 +5,10 @@ batch, strictly in txid order per partition, ``state.begin_commit(txid)``, then 
 updater's ``update_state(state, tuples, collector)``, then ``state.commit(txid)``; a
 failure anywhere in that (an exception) fails the batch, which is replayed later **with
 the same txid**. ``txid`` is None for a stream that comes from DRPC (no batches to
-order). A state is used by one task's thread only.
+order). A state is used by one task's thread only. Storm skips a batch that brought
+this partition no tuples; a state whose ``commit_empty_batches`` is True must be framed
+(``begin_commit``/``commit``, without the updater) for those too: an opaque map reverts
+there what an earlier attempt of the txid wrote (opaque_map.py).
 
 What a state promises is its ``StateType``, which the planner checks against the
 spout's kind (Storm's matrix, docs/trident-state.md): exactly once is
@@ -50,6 +53,8 @@ class State(ABC):
     batch's updates; ``txid`` is None for DRPC streams."""
 
     state_type: StateType = StateType.NON_TRANSACTIONAL
+    #: True: call begin_commit/commit for a batch with no tuples for this partition too.
+    commit_empty_batches: bool = False
 
     @abstractmethod
     def begin_commit(self, txid: int | None) -> None: ...
