@@ -24,6 +24,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from tupletree.extras import require
+from tupletree.redact import redact, scrub, secrets
 from tupletree.store import StoreError
 from tupletree.trident.state.base import IBackingMap, Key, StateType
 from tupletree.trident.state.map_factory import MapStateFactory
@@ -45,28 +47,27 @@ def table_parts(table: object) -> tuple[str, ...]:
 
 
 def describe_dsn(dsn: str) -> str:
-    """``user@host:port/dbname`` of a libpq DSN, never its password."""
-    from psycopg.conninfo import conninfo_to_dict
+    """The DSN as it may be shown: every credential masked (tupletree.redact)."""
+    return redact(dsn)
 
-    try:
-        info = conninfo_to_dict(dsn)
-    except Exception:
-        return "postgresql (unparsable dsn)"
-    user = f"{info['user']}@" if info.get("user") else ""
-    port = f":{info['port']}" if info.get("port") else ""
-    return f"postgresql://{user}{info.get('host') or ''}{port}/{info.get('dbname') or ''}"
+
+def safe_error(exc: BaseException, dsn: str) -> str:
+    """A driver's error text without any secret of ``dsn`` in it."""
+    return scrub(str(exc), secrets(dsn))
+
+
+def import_psycopg(feature: str) -> Any:
+    return require("psycopg", "postgresql", feature)
 
 
 class PostgresTableMap:
     """The backing map: one table, one connection (autocommit)."""
 
     def __init__(self, dsn: str, table: str, codec: ValueCodec) -> None:
-        import psycopg
-        from psycopg import sql
-
-        self._psycopg, self._sql = psycopg, sql
+        self._psycopg = import_psycopg("PostgresMapState")
+        self._sql = self._psycopg.sql
         self.dsn, self.codec = dsn, codec
-        self.table = sql.Identifier(*table_parts(table))
+        self.table = self._sql.Identifier(*table_parts(table))
         self.name = f"PostgreSQL table {table!r} at {describe_dsn(dsn)}"
         self._json = codec.serializer == "json"
         self._conn: Any = None
@@ -82,7 +83,8 @@ class PostgresTableMap:
                     self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECS
                 )
             except self._psycopg.Error as exc:
-                raise StoreError(f"{self.name}: cannot connect: {exc}", store=self.name) from None
+                message = f"{self.name}: cannot connect: {safe_error(exc, self.dsn)}"
+                raise StoreError(message, store=self.name) from None
         return self._conn
 
     def _execute(self, query: Any, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -92,7 +94,7 @@ class PostgresTableMap:
             return cur.fetchall() if cur.description else []
         except self._psycopg.OperationalError as exc:
             conn.close()
-            raise StoreError(f"{self.name}: {exc}", store=self.name) from None
+            raise StoreError(f"{self.name}: {safe_error(exc, self.dsn)}", store=self.name) from None
 
     def _ensure_table(self, table: str) -> None:
         sql, errors = self._sql, self._psycopg.errors
