@@ -23,6 +23,10 @@ FORBIDDEN = {
     # The web view and the testing helpers work on any cluster: through its protocol.
     "ui": {"runtime", "distributed", "spark", "local", "testing", "cli"},
     "testing": {"runtime", "distributed", "spark", "local", "ui", "cli"},
+    # The store lies under every user of durable state (Trident, stateful bolts, windows)
+    # and every cluster: it imports nothing of tupletree's but itself.
+    "store": {p.stem for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
+    - {"store", "__init__", "__pycache__"},
 }
 
 
