@@ -53,6 +53,8 @@ def redis_down() -> str | None:
     """Why Redis cannot be had here, or None (asked once per run)."""
     try:
         open_store("redis", {"url": REDIS_URL}).close()
+    except ImportError as exc:
+        return str(exc)
     except StoreError as exc:
         return f"no Redis server ({exc}); .ci/run starts one"
     return None

@@ -1,12 +1,10 @@
 """The PostgreSQL store's own promises: its table (created once, whoever comes first),
 a zombie's compare-and-set refused through a serialization failure, a dropped
-connection, no password in its name, errors or logs, and the extra named when psycopg
-is missing."""
+connection, no password in its name, errors or logs."""
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -171,10 +169,3 @@ def test_bad_config_is_refused_naming_the_key(config, named) -> None:
     pytest.importorskip("psycopg")
     with pytest.raises(ValueError, match=named):
         open_store("postgresql", config)
-
-
-def test_without_psycopg_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "psycopg", None)  # `import psycopg` fails
-    monkeypatch.delitem(sys.modules, "tupletree.store.postgres", raising=False)
-    with pytest.raises(ImportError, match=r"pip install 'tupletree\[postgresql\]'"):
-        open_store("postgresql", {"dsn": PG_DSN})

@@ -11,9 +11,9 @@ import pytest
 
 from tests.store.conftest import REDIS_URL, Location, redis_down
 from tupletree.store import Expect, Put, StoreError, open_store
-from tupletree.store import redis as redis_store
 
 redis = pytest.importorskip("redis")
+from tupletree.store import redis as redis_store  # noqa: E402
 
 
 @pytest.fixture
@@ -166,5 +166,7 @@ def test_bad_urls_are_refused_without_showing_them() -> None:
     with pytest.raises(ValueError, match=r"bad url") as err:
         open_store("redis", {"url": f"http://u:{PASSWORD}@h/0"})
     assert PASSWORD not in str(err.value)
-    with pytest.raises(ValueError, match=r"url must be"):
-        open_store("redis", {"url": 6379})
+    for url in (6379, f"user:{PASSWORD}@127.0.0.1:6379"):  # no scheme: cannot be parsed
+        with pytest.raises(ValueError, match=r"url must be a redis://") as err:
+            open_store("redis", {"url": url})
+        assert PASSWORD not in str(err.value)

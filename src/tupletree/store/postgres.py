@@ -44,14 +44,17 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from tupletree.extras import missing
+from tupletree.redact import scrub, secrets
+
 try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
 except ImportError as exc:  # the extra is optional
-    raise ImportError(
-        "the postgresql store needs psycopg 3: pip install 'tupletree[postgresql]'"
+    raise missing(
+        "psycopg", "postgresql", "the postgresql store (tupletree.store.postgres)"
     ) from exc
 
 from tupletree.store.base import (
@@ -65,7 +68,6 @@ from tupletree.store.base import (
     check_writes,
     runs,
 )
-from tupletree.store.redact import scrub
 from tupletree.store.sql import cleared, deleted_keys, puts_last_wins, table_name
 
 CONNECT_TIMEOUT_SECS = 5
@@ -99,7 +101,7 @@ class PostgresStore(Store):
                 "(not shown: it may hold a password)"
             ) from None
         self._dsn = dsn
-        self._secret = info.get("password")
+        self._secrets = secrets(dsn) | ({info["password"]} if info.get("password") else set())
         self.name = f"postgresql store {describe(info)}"
         self.table = table_name(prefix, store=self.name)
         self.name += f" table {self.table!r}"
@@ -145,7 +147,7 @@ class PostgresStore(Store):
 
     def _error(self, doing: str, exc: BaseException) -> StoreError:
         # raised `from None`: the cause's text is here, scrubbed of the password
-        text = scrub(f"{type(exc).__name__}: {exc}".strip(), [self._secret])
+        text = scrub(f"{type(exc).__name__}: {exc}".strip(), self._secrets)
         return StoreError(f"{self.name}: {doing}: {text}", store=self.name)
 
     def _connect(self) -> psycopg.Connection[Any]:

@@ -39,11 +39,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import redis
-from redis.backoff import NoBackoff
-from redis.exceptions import WatchError
-from redis.retry import Retry
-
+from tupletree.extras import missing
+from tupletree.redact import redact, scrub, secrets
 from tupletree.store.base import (
     Clear,
     Delete,
@@ -55,7 +52,14 @@ from tupletree.store.base import (
     check_writes,
     runs,
 )
-from tupletree.store.redact import redact_url, scrub, url_password
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.exceptions import WatchError
+    from redis.retry import Retry
+except ImportError as exc:  # the extra is optional
+    raise missing("redis", "redis", "the redis store") from exc
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_PREFIX = "tupletree:"
@@ -72,15 +76,19 @@ class RedisStore(Store):
     shared_across_hosts = True
 
     def __init__(self, url: str = DEFAULT_URL, prefix: str = DEFAULT_PREFIX) -> None:
-        if not isinstance(url, str) or not url:
-            raise ValueError(f"redis store: url must be a redis:// URL, got {type(url).__name__}")
+        if not isinstance(url, str) or "://" not in url:
+            # not shown: without a scheme, 'user:password@host' cannot be told apart
+            raise ValueError(
+                "redis store: url must be a redis://, rediss:// or unix:// URL (the value "
+                "given is not shown: it may hold a password)"
+            )
         if not isinstance(prefix, str) or len(prefix) > MAX_PREFIX_CHARS:
             raise ValueError(
                 f"redis store: prefix must be a str of up to {MAX_PREFIX_CHARS} characters"
             )
-        self._secret = url_password(url)
+        self._secrets = secrets(url)
         self.prefix = prefix
-        self.name = f"redis store {redact_url(url)} keys {prefix + '*'!r}"
+        self.name = f"redis store {redact(url)} keys {prefix + '*'!r}"
         try:
             self._client = redis.Redis.from_url(
                 url,
@@ -98,7 +106,7 @@ class RedisStore(Store):
             raise self._error("cannot connect", exc) from None
 
     def _scrub(self, exc: BaseException) -> str:
-        return scrub(f"{type(exc).__name__}: {exc}", [self._secret])
+        return scrub(f"{type(exc).__name__}: {exc}", self._secrets)
 
     def _error(self, doing: str, exc: BaseException) -> StoreError:
         # `from None` at the raise: the cause's text is here, scrubbed, and a redis-py
