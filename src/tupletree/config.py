@@ -47,6 +47,10 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # Kill, Ctrl-C and SIGTERM (runtime hardening). Storm's: how long a kill waits for
+    # a worker to stop (between two tuples, then close() and cleanup()) before it gives
+    # up on it, naming the task that would not stop (LocalCluster's kill_topology).
+    SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -137,6 +141,10 @@ SETTINGS: dict[str, Setting] = {
         None, _number(positive=True, maximum=_DAY, optional=True)
     ),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
+    # Kill, Ctrl-C and SIGTERM (runtime hardening).
+    Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: Setting(
+        3, _number(positive=True, maximum=3600.0)
+    ),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

@@ -4,6 +4,13 @@ Each submitted topology is one Worker hosting all its tasks. In real time each w
 runs on a thread of its own; with ``simulate_time=True`` nothing runs in the background:
 ``advance_time`` and ``wait_idle`` run the workers on the caller's thread, so a test
 sees a settled, deterministic state when they return (Storm's simulated-time cluster).
+
+A kill (``kill_topology``, the web view's, the end of ``tupletree run``) asks the worker
+to stop and waits for it at most ``supervisor.worker.shutdown.sleep.secs``: the worker's
+thread ends its turn before the next tuple, then closes the spouts and cleans up the
+bolts, once, on its own thread. A task still inside one call of user code when the wait
+is over is named in a warning; the name is free again at once, and the worker's thread
+cleans up whenever that call returns (a thread cannot be killed from outside).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tupletree.cluster import ClusterBase
+from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError, WorkerDiedError
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
@@ -42,7 +50,6 @@ class _Runner:
         self.wake = threading.Event()
         self.cond = threading.Condition()
         self.idle_rounds = 0
-        self.stopping = False
         self.failure: BaseException | None = None
         self.thread = threading.Thread(
             target=self._loop, name=f"tupletree-{worker.name}", daemon=True
@@ -51,7 +58,7 @@ class _Runner:
     def _loop(self) -> None:
         worker, clock = self.worker, self.clock
         try:
-            while not self.stopping:
+            while not worker.stopping:
                 while self.commands:
                     self.commands.popleft()()
                 now = clock.now()
@@ -91,11 +98,15 @@ class _Runner:
             raise WorkerDiedError(self.worker.name, describe(self.failure))
         return idle
 
-    def stop(self) -> None:
-        self.stopping = True
+    def stop(self, timeout: float) -> bool:
+        """Ask the worker to stop; wait up to ``timeout`` for its thread to end (it
+        closes and cleans up its tasks first). False if it is still running."""
+        self.worker.request_stop()
         self.wake.set()
-        if self.thread is not threading.current_thread():
-            self.thread.join()
+        if self.thread is threading.current_thread() or not self.thread.is_alive():
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
 
 class LocalCluster(ClusterBase):
@@ -175,15 +186,30 @@ class LocalCluster(ClusterBase):
         self._on_worker(name, Worker.deactivate)
 
     def kill_topology(self, name: str) -> None:
-        """Stop the topology now: spouts are closed and bolts cleaned up."""
+        """Stop the topology now: the running task stops before its next tuple, then
+        spouts are closed and bolts cleaned up, once, on the worker's thread. Waits at
+        most ``supervisor.worker.shutdown.sleep.secs`` (then logs which task would not
+        stop); a second kill meanwhile waits for the same stop."""
         worker = self._worker(name)
-        runner = self._runners.pop(name, None)
-        if runner is None:
+        runner = self._runners.get(name)
+        if runner is None:  # simulated time: the caller's thread runs the worker
             worker.shutdown()
         else:
-            runner.stop()
+            wait = worker.conf[Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS]
+            if not runner.stop(wait):
+                log.warning(
+                    "topology %r did not stop within %g s (%s=%g): %s is still running; "
+                    "its spouts are closed and bolts cleaned up once that call returns",
+                    name,
+                    wait,
+                    Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS,
+                    wait,
+                    worker.busy_task(),
+                )
         with self._lock:
-            del self._workers[name]
+            if self._workers.get(name) is worker:
+                del self._workers[name]
+                self._runners.pop(name, None)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
@@ -250,6 +276,8 @@ class LocalCluster(ClusterBase):
 
     def shutdown(self) -> None:
         self._stop_ui()
+        for worker in list(self._workers.values()):
+            worker.request_stop()  # all at once: the waits below overlap
         for name in list(self._workers):
             self.kill_topology(name)
         self._stop_drpc()

@@ -19,6 +19,13 @@ thread (real time), ``advance_time``/``wait_idle`` (simulated time, through
 
 Tasks on other workers are reached through ``remote_inbox(task)``: any object with
 ``append``; a distributed worker plugs its transport in there and as its ``link``.
+
+Stopping: ``request_stop()`` (any thread) makes the running turn end before its next
+tuple (or ``next_tuple`` call) and the round end after that turn, so whoever drives the
+worker sees ``stopping`` within one call of user code; that driver then calls
+``shutdown()``, on the worker's own thread, which closes spouts and cleans up bolts once
+however often it is called. ``busy`` names the task whose turn is running (None between
+turns): what a stop that does not come names as the task that would not stop.
 """
 
 from __future__ import annotations
@@ -216,6 +223,9 @@ class Worker:
         )
         # Set by whoever drives the worker: interrupts its idle wait (any thread).
         self.wake: Callable[[], None] | None = None
+        self.stopping = False  # request_stop() was called
+        self.busy: Executor | None = None  # whose turn is running (set per turn)
+        self._shut_down = False
         self._timers: list[_Timer] = []
         # (executor, fn) for each TopologyContext.call_each_round of a local task.
         self._round_hooks: list[tuple[Executor, Callable[[], Any]]] = []
@@ -367,7 +377,30 @@ class Worker:
             ex.active = False
             ex.call(ex.spout.deactivate, where="deactivate")
 
+    def request_stop(self) -> None:
+        """Ask the worker to stop (any thread): the running turn ends before its next
+        tuple, the round after that turn, and ``step`` does nothing more."""
+        self.stopping = True
+        for ex in self.executors.values():
+            ex.halt = True
+        self._wakeup()
+
+    def busy_task(self) -> str:
+        """Which task's turn is running, for a message: ``bolt 'split' (task 3), in
+        execute``, or ``no task (between turns)``."""
+        ex = self.busy
+        if ex is None:
+            return "no task (between turns)"
+        doing = "next_tuple or a spout callback" if isinstance(ex, SpoutExecutor) else "execute"
+        return f"{ex.kind} {ex.component_id!r} (task {ex.task_id}), in {doing}"
+
     def shutdown(self) -> None:
+        """Close every spout and clean up every bolt, once (later calls do nothing).
+        Call it on the thread that runs the worker, after its loop ended."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.stopping = True
         self.deactivate()
         for ex in self.executors.values():
             if isinstance(ex, SpoutExecutor):
@@ -398,7 +431,10 @@ class Worker:
         """One round of the worker's loop at time ``now``: the timers that are due, up to
         RECEIVE_FRAMES_PER_STEP frames from the link (unless a local inbox is over its
         limit), a turn for every task, then the link's flush if one is due. True if it
-        received or did anything; when not, the caller may wait for input."""
+        received or did anything; when not, the caller may wait for input. Once
+        ``stopping``, does nothing and returns False."""
+        if self.stopping:
+            return False
         due = self.next_timer_due()
         if due is not None and now >= due:
             self.fire_timers(now)
@@ -413,18 +449,28 @@ class Worker:
         return busy
 
     def run_round(self) -> bool:
-        """One turn for every task. True if anything was executed or emitted."""
+        """One turn for every task. True if anything was executed or emitted. A stop
+        requested meanwhile ends the round after the turn that saw it."""
         progressed = False
         batch = self.batch
         for ex in self.bolts:
             if ex.inbox:
+                self.busy = ex
                 ex.run_batch(batch)
                 progressed = True
+                if ex.halt:
+                    self.busy = None
+                    return True
         for ex in self.spouts:
+            self.busy = ex
             if ex.inbox and ex.process_replies():
                 progressed = True
             if ex.can_poll() and not self._backpressured() and ex.poll(self.spout_calls):
                 progressed = True
+            if ex.halt:
+                self.busy = None
+                return True
+        self.busy = None
         if self._round_hooks and self._run_round_hooks():
             progressed = True
         return progressed

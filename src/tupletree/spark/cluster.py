@@ -17,11 +17,14 @@ there (on a local master they are: executors run this same Python).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +147,8 @@ class SparkCluster(ClusterBase):
         if self._spark is None:
             from tupletree.spark.session import get_or_create_session
 
-            self._spark, self._owns_session = get_or_create_session(self._requested_master)
+            with _keeping_sigint():
+                self._spark, self._owns_session = get_or_create_session(self._requested_master)
         return self._spark
 
     @property
@@ -352,6 +356,22 @@ class SparkCluster(ClusterBase):
         if self._owns_session and self._spark is not None:
             self._spark.stop()
             self._spark = None
+
+
+@contextlib.contextmanager
+def _keeping_sigint() -> Iterator[None]:
+    """Keep this process's SIGINT handler across starting a SparkContext. PySpark puts
+    in one that cancels every Spark job before raising KeyboardInterrupt: the workers'
+    tasks would die without closing their spouts or cleaning up their bolts. Without it,
+    Ctrl-C reaches the caller (``with SparkCluster() ...``, ``tupletree run``), whose
+    ``kill_topology`` stops the workers properly."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _raise_if_ended(name: str, running: _Running) -> None:

@@ -126,15 +126,31 @@ class UIService:
     # -- steering ---------------------------------------------------------------------
 
     def kill_later(self, name: str, wait_secs: float) -> None:
-        """Storm's kill with a wait: deactivate now, kill after ``wait_secs``."""
+        """Storm's kill with a wait: deactivate now, kill after ``wait_secs``; unless
+        the topology running under ``name`` then is another one, submitted after this
+        call (its uptime is shorter than the time since this call): that one is left
+        running, and the log says so."""
         with self._lock:
             self._kills = [t for t in self._kills if t.is_alive()]
             if len(self._kills) >= MAX_PENDING_KILLS:
                 raise RuntimeError(f"{len(self._kills)} kills are already waiting")
         self.cluster.deactivate(name)
+        asked_at = time.monotonic()
 
         def kill() -> None:
             try:
+                # Both clusters count uptime from their submit on this process's
+                # monotonic clock, so a topology submitted after the request is younger
+                # than the request.
+                uptime = self.cluster.topology_info(name)["uptime_secs"]
+                if uptime < time.monotonic() - asked_at:
+                    log.info(
+                        "tupletree ui: not killing %r: the topology of that name was "
+                        "submitted after the kill was asked for (%.1f s ago)",
+                        name,
+                        time.monotonic() - asked_at,
+                    )
+                    return
                 self.cluster.kill_topology(name)
             except KeyError:
                 pass  # killed by someone else meanwhile
