@@ -94,3 +94,20 @@ def test_page_shows_the_word_count_live_and_its_buttons_steer(browser, tmp_path)
         page.wait_for_selector("#stalls-card:not([hidden])", timeout=30_000)
         eventually(lambda: "hold[task" in page.inner_text("#stalls"), 60, "the stalled trees")
         assert "src[task" in page.inner_text("#stalls")
+
+
+@pytest.mark.parametrize("fragment", ["%E0%A4%A", "word%2Dcount"])
+def test_a_link_with_a_malformed_hash_still_updates(browser, fragment):
+    """A link whose #hash is not a valid escape (cut short, a stray %): the page shows
+    the running topology and keeps updating; a valid escape names its topology."""
+    with LocalCluster(ui_port=0) as cluster:
+        cluster.submit_topology("other", CONF, word_count())
+        cluster.submit_topology("word-count", CONF, word_count())
+        page = browser.new_page()
+        page.goto(f"{cluster.ui_url}/#{fragment}")
+        page.wait_for_selector("#graph g.node[data-id=sentences]", timeout=30_000)
+        expected = "word-count" if fragment == "word%2Dcount" else "other"
+        assert page.inner_text("#name") == expected
+        first = _cell(page, "sentences", "emitted")
+        eventually(lambda: _cell(page, "sentences", "emitted") != first, 30, "emitted to move")
+        assert page.inner_text("#live") == "live"

@@ -402,13 +402,25 @@ function drawNav(topologies) {
   })));
 }
 
+// The topology named by the page's #hash. A malformed one (a stray "%", a link cut in
+// the middle of an escape) is taken as it is: decodeURIComponent would throw on every
+// refresh and the page would stop updating until the hash changed.
+function hashName() {
+  const raw = location.hash.slice(1);
+  try {
+    return decodeURIComponent(raw);
+  } catch (err) {
+    return raw;
+  }
+}
+
 async function refresh() {
   if (busy) return;
   busy = true;
   try {
     const summary = await getJSON(`${API}/topology/summary`);
     const names = summary.topologies.map((t) => t.name);
-    const wanted = decodeURIComponent(location.hash.slice(1));
+    const wanted = hashName();
     if (!names.includes(current)) {
       current = names.includes(wanted) ? wanted : names[0] || null;
       expanded.clear();  // task views belong to the topology they were opened on
