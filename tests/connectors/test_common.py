@@ -301,3 +301,38 @@ def test_the_lease_check_advises_only_fixes_that_can_be_made(lease, fixes) -> No
     message = str(info.value)
     assert message.endswith(" or ".join(fixes))
     assert "below -" not in message and "below 0" not in message
+
+
+EXECUTIONS: dict[str, int] = {}
+
+
+class FailFirstTime(BasicBolt):
+    """Counts executions per message; fails each message's first one."""
+
+    outputs: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        EXECUTIONS[tup[0]] = EXECUTIONS.get(tup[0], 0) + 1
+        if EXECUTIONS[tup[0]] == 1:
+            raise FailedException("the first time")
+
+
+def test_a_replay_made_stale_by_a_dropped_connection_is_not_emitted() -> None:
+    """Two messages fail and wait 4 s for their replay; the connection drops meanwhile,
+    so the broker delivers them again itself. The spout's own replays, due later, are
+    for deliveries of the dead channel: dropped (counted stale), not emitted: each
+    message is executed twice (the failure, the redelivery), not three times."""
+    EXECUTIONS.clear()
+    name, broker = fake([b"a", b"b"])
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name, retry=RetryPolicy(initial_delay_secs=4, max_delay_secs=4)))
+    b.set_bolt("work", FailFirstTime()).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["failed"] == 2)
+        broker.drop_connections()
+        assert until(lambda: not broker.ready and not broker.unacked)  # redelivered, acked
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["stale"] >= 2)
+        counts = connector_totals(cluster.metrics("t")["src"])
+    assert EXECUTIONS == {"a": 2, "b": 2}
+    assert counts["reconnects"] >= 1 and counts["held"] == 0
