@@ -336,3 +336,15 @@ def test_a_replay_made_stale_by_a_dropped_connection_is_not_emitted() -> None:
         counts = connector_totals(cluster.metrics("t")["src"])
     assert EXECUTIONS == {"a": 2, "b": 2}
     assert counts["reconnects"] >= 1 and counts["held"] == 0
+
+
+def test_a_leased_spout_with_message_timeouts_off_is_refused_at_submit() -> None:
+    """With message timeouts off a stalled tree lives forever, past any lease: a spout
+    with a lease is refused at submit, naming the key to turn on and the lease."""
+    name, _ = fake([])
+    conf = {**CONF, "topology.enable.message.timeouts": False}
+    with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
+        cluster.submit_topology("t", conf, topology(FakeSpout(name, lease_secs=3600)))
+    assert err.value.key == "topology.enable.message.timeouts"
+    assert "'src'" in str(err.value) and "lease_secs" in str(err.value)
+    assert cluster.topologies() == []
