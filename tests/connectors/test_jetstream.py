@@ -346,7 +346,7 @@ def test_the_sequence_and_delivery_count_are_read_as_nats_py_reads_them() -> Non
         msg = Msg(None, subject="orders.x", reply=reply, data=b"")
         meta = msg.metadata
         assert delivery_of(msg) == (meta.sequence.stream, meta.num_delivered)
-    with pytest.raises(Exception):  # noqa: B017 - nats-py's own complaint about the form
+    with pytest.raises(nats.errors.NotJSMessageError):  # nats-py's own complaint
         delivery_of(Msg(None, subject="x", reply="$JS.ACK.too.short", data=b""))
 
 
