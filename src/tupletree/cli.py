@@ -204,7 +204,8 @@ def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
-    """list, stats, activate, deactivate, kill: against a running cluster's web service."""
+    """list, stats, activate, deactivate, kill, rebalance: against a running cluster's
+    web service."""
     from tupletree.ui.client import UIClient, UIClientError, format_list, format_stats
 
     try:
@@ -220,13 +221,29 @@ def cmd_remote(args: argparse.Namespace) -> int:
             wait = args.wait
             if wait is None:  # Storm's default: the topology's message timeout
                 wait = float(client.topology(args.name).get("msgTimeout") or 0)
-            client.kill(args.name, wait)
-            when = "now" if wait == 0 else f"after {wait:g} s (deactivated now)"
-            print(f"tupletree: killed {args.name} {when}")
+            if args.command == "kill":
+                client.kill(args.name, wait)
+                when = "now" if wait == 0 else f"after {wait:g} s (deactivated now)"
+                print(f"tupletree: killed {args.name} {when}")
+            else:
+                client.rebalance(args.name, wait, args.workers, dict(args.executors or []))
+                print(
+                    f"tupletree: rebalancing {args.name}: deactivated now, the trees in "
+                    f"flight get up to {wait:g} s; `tupletree list` says REBALANCING until "
+                    "it runs on its new layout"
+                )
     except UIClientError as exc:
         print(f"tupletree {args.command}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _executors_option(text: str) -> tuple[str, int]:
+    """``-e count=8`` -> ("count", 8)."""
+    component, sep, number = text.rpartition("=")
+    if not sep or not component or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"wants COMPONENT=N (e.g. count=8), got {text!r}")
+    return component, int(number)
 
 
 def cmd_visualize(args: argparse.Namespace) -> int:
@@ -292,17 +309,29 @@ def main(argv: list[str] | None = None) -> int:
         ("activate", "activate a topology (its spouts are polled again)"),
         ("deactivate", "deactivate a topology (its spouts are no longer polled)"),
         ("kill", "kill a topology: deactivate, wait, stop"),
+        ("rebalance", "spread a topology over other workers or executors (Storm's)"),
     ):
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="the topology's name")
         p.add_argument("--ui", default=DEFAULT_UI_ADDRESS, help=ui_help)
-        if command == "kill":
+        if command in ("kill", "rebalance"):
             p.add_argument(
                 "-w",
                 "--wait",
                 type=float,
                 default=None,
-                help="seconds between deactivating and killing (default: its message timeout)",
+                help=f"seconds between deactivating and the {command} (default: its message "
+                "timeout)",
+            )
+        if command == "rebalance":
+            p.add_argument("-n", "--num-workers", dest="workers", type=int, default=None)
+            p.add_argument(
+                "-e",
+                "--executors",
+                action="append",
+                type=_executors_option,
+                metavar="COMPONENT=N",
+                help="a component's executors (repeat for several)",
             )
         p.set_defaults(func=cmd_remote)
     vis = sub.add_parser("visualize", help="draw a topology file: Mermaid, DOT, or an image")

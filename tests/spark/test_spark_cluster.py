@@ -20,12 +20,12 @@ from workerfns import NotRebuildable
 from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.distributed.processes import pid_alive
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import InvalidConfigError
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
 from tupletree.spark.errors import NotEnoughSlotsError
-from tupletree.spark.launcher import pid_alive
 
 pytestmark = pytest.mark.spark
 
@@ -673,8 +673,7 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
     pusher.send(header + pickle.dumps(RunsCode(str(marker))))
     intruder = ctx.socket(zmq.DEALER)
     intruder.setsockopt(zmq.LINGER, 0)
-    with launcher.dispatcher.lock:
-        intruder.setsockopt(zmq.ROUTING_ID, launcher.dispatcher.registry.routes[0])
+    intruder.setsockopt(zmq.ROUTING_ID, launcher.read(lambda s: s.registry.routes[0]))
     intruder.connect(launcher.service.endpoint)
     junk = ctx.socket(zmq.DEALER)
     junk.setsockopt(zmq.LINGER, 0)

@@ -14,14 +14,15 @@ from tupletree.distributed.control_client import ControlClient, advertise_host
 def echo_worker(index: int, attempt: int, control_address: str) -> None:
     """Register a real data socket, then echo every command back until told to stop,
     and report every peer-table change it sees. Replies are log lines holding
-    ``repr((kind, payload))``: ("peers", (peers, changed)) or ("echo", command name)."""
+    ``repr((kind, payload, attempt))``: ("peers", (peers, changed), attempt) or
+    ("echo", command name, attempt)."""
     ctx = zmq.Context.instance()
     data = ctx.socket(zmq.PULL)
     host = advertise_host(control_address)
     port = data.bind_to_random_port(f"tcp://{host}")
     try:
         with ControlClient(control_address, index, attempt, heartbeat_interval=0.5) as control:
-            control.register(f"tcp://{host}:{port}", info={"role": "echo"})
+            control.register(f"tcp://{host}:{port}")
             while True:
                 msg = control.recv(timeout=1.0)
                 if msg is None:
@@ -30,9 +31,9 @@ def echo_worker(index: int, attempt: int, control_address: str) -> None:
                     return
                 if isinstance(msg, (Welcome, Peers)):
                     changed = msg.changed if isinstance(msg, Peers) else None
-                    reply = ("peers", (dict(msg.peers), changed))
+                    reply = ("peers", (dict(msg.peers), changed), attempt)
                 else:
-                    reply = ("echo", type(msg).__name__)
+                    reply = ("echo", type(msg).__name__, attempt)
                 control.send(LogLine("INFO", repr(reply)))
     finally:
         data.close(linger=0)

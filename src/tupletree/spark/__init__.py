@@ -8,11 +8,11 @@ when they are used:
 - ``reservations``: the slots this process's launchers hold.
 - ``job``: the Spark jobs, one per worker, one long-running task each, submitted again
   while the topology lives.
-- ``supervision``: when a dead or hung worker is started again (backoff, crash loops,
-  hangs), as plain objects; why the driver restarts workers through per-worker jobs.
+- ``settings``: what the launcher reads from the session's settings.
 - ``worker_task``: the Spark task that runs one worker's ``worker_main``.
-- ``launcher``: ``WorkerLauncher``, the driver side: composes the above with the
-  control service and dispatcher of ``tupletree.distributed``.
+- ``launcher``: ``WorkerLauncher``, the driver side: the socket and job shell around
+  ``tupletree.distributed.driver_state.DriverState`` (which decides restarts with
+  ``distributed/supervision.py``).
 - ``cluster``: ``SparkCluster``, a topology as ``topology.workers`` launched workers.
 - ``errors``: what a failed launch raises.
 
