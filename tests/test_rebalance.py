@@ -4,7 +4,11 @@ running word count: tests/spark/test_rebalance_spark.py."""
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
+import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -195,3 +199,15 @@ def test_a_rebalance_in_real_time_waits_for_the_trees_in_flight_and_loses_nothin
     for _, key, task in records:
         tasks.setdefault(key, set()).add(task)
     assert len(tasks) == 7 and all(len(t) == 1 for t in tasks.values())
+
+
+def test_the_docs_page_example_runs():
+    """docs/rebalance.md's Python example runs as written, in a module of its own."""
+    page = Path(__file__).resolve().parent.parent / "docs" / "rebalance.md"
+    (block,) = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)[1:]
+    module = types.ModuleType("rebalance_example")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(block, str(page), "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]

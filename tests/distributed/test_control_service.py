@@ -269,3 +269,24 @@ def test_a_topology_worker_that_loses_its_driver_ends_with_an_error(driver: Driv
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], DriverLost), outcome
     assert "heard nothing from the driver" in str(outcome[0])
+
+
+def test_the_end_of_a_burst_of_bad_frames_is_reported_without_another_one(driver: Driver):
+    """Issue "Hold under a hostile neighbour", item 9: the count of a burst refused
+    after the last report used to wait for the next bad frame. It comes on the timer."""
+    driver.service.rejections.report_every = 0.5
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(driver.endpoint)
+
+    def reports() -> list[str]:
+        return [e for e in driver.read(lambda s: list(s.errors)) if "control frames" in e]
+
+    sock.send(b"junk")
+    wait_until(lambda: len(reports()) == 1, "the first report")
+    for _ in range(20):
+        sock.send(b"junk")
+    wait_until(lambda: driver.service.rejections.total == 21, "every frame counted")
+    wait_until(lambda: len(reports()) == 2, "the burst reported on the timer")
+    assert "dropped 20 control frames" in reports()[1]
+    sock.close()

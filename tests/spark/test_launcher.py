@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import workerfns
 
-from tupletree.distributed.control import Deactivate, Stop
 from tupletree.distributed.processes import pid_alive, wait_pids_gone
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
 from tupletree.spark.launcher import WorkerLauncher
@@ -82,10 +81,11 @@ def test_two_workers_register_get_commands_and_stop_cleanly(spark):
         launcher.set_active(True)
         echoes = heard(launcher, lambda rs: {w for w, k, _, _ in rs if k == "echo"} == {0, 1})
         assert {p for _, k, p, _ in echoes if k == "echo"} == {"Activate"}
+        assert launcher.read(lambda s: s.active)
 
-        assert launcher.send(1, Deactivate())
-        got = heard(launcher, lambda rs: any(p == "Deactivate" for _, _, p, _ in rs))
-        assert [w for w, _, p, _ in got if p == "Deactivate"] == [1]
+        launcher.set_active(False)
+        got = heard(launcher, lambda rs: {w for w, _, p, _ in rs if p == "Deactivate"} == {0, 1})
+        assert sorted(w for w, _, p, _ in got if p == "Deactivate") == [0, 1]
     finally:
         t0 = time.monotonic()
         leftovers = launcher.stop(timeout=10)
@@ -193,10 +193,10 @@ def test_worker_whose_task_ends_cleanly_is_started_again_and_reported(spark):
     deadline = time.monotonic() + 30
     while slot_info(spark.sparkContext).free < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
-    launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="clean", start_timeout=25)
+    launcher = WorkerLauncher(spark, workerfns.returning_worker, 1, name="clean", start_timeout=25)
     workers = launcher.start()
     try:
-        assert launcher.send(0, Stop("not from the launcher's stop"))
+        launcher.set_active(True)  # attempt 0 returns on it
         again = registered(launcher, 0, min_attempt=1, timeout=30)
         assert again.pid != workers[0].pid
         (line,) = [e for e in launcher.errors() if e.startswith("worker 0 restarted")]

@@ -25,10 +25,7 @@ Every wait, here and in SparkCluster, is ``wait`` (``distributed/waiting.py``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import socket
 import threading
 import time
@@ -37,11 +34,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tupletree.distributed import control
-from tupletree.distributed.control import Envelope, ToWorker
+from tupletree.distributed.control import Envelope
 from tupletree.distributed.control_client import WorkerMain, make_control_address
 from tupletree.distributed.control_service import ControlService
 from tupletree.distributed.driver_state import DriverState, KillTask, Log, Outcome
-from tupletree.distributed.processes import pid_alive, wait_pids_gone
+from tupletree.distributed.processes import kill_if_here, wait_pids_gone
 from tupletree.distributed.registration import Send, WorkerInfo
 from tupletree.distributed.supervision import RestartPolicy
 from tupletree.distributed.waiting import wait_for
@@ -49,7 +46,7 @@ from tupletree.spark import reservations
 from tupletree.spark.errors import SparkJobFailed, WorkerStartTimeout, summarize_spark_error
 from tupletree.spark.job import SparkJobs
 from tupletree.spark.settings import check_no_speculation, control_hosts, reuses_python_workers
-from tupletree.spark.slots import slot_info
+from tupletree.spark.slots import describe_slots
 from tupletree.spark.worker_task import task_function
 
 if TYPE_CHECKING:
@@ -196,16 +193,6 @@ class WorkerLauncher:
 
     # ================================================================= talking
 
-    def send(self, worker: int, msg: ToWorker) -> bool:
-        """Send ``msg`` to the current attempt of ``worker``; False if it has not
-        registered (zmq drops a message to a worker whose process has died)."""
-        with self._changed:
-            route = self.state.registry.routes.get(worker)
-        if route is None:
-            return False
-        self.service.send(route, msg)
-        return True
-
     def set_active(self, active: bool) -> None:
         """Activate or deactivate every worker, now and as they (re)start; ``active``
         says so from the moment this returns."""
@@ -281,9 +268,7 @@ class WorkerLauncher:
                     return
             except Exception as exc:
                 log.warning("%s: could not kill worker %d's task: %s", self.name, kill.worker, exc)
-        if started.host == socket.gethostname() and pid_alive(started.pid):
-            with contextlib.suppress(OSError):
-                os.kill(started.pid, signal.SIGKILL)
+        kill_if_here(started.host, started.pid)
 
     def _routes(self) -> list[bytes]:
         return self.read(lambda s: list(s.registry.routes.values()))
@@ -370,13 +355,7 @@ class WorkerLauncher:
         missing, parts = self.read(
             lambda s: (s.registry.unreachable(), s.start_report(s.registry.unreachable()))
         )
-        try:
-            slots = slot_info(self.sc)
-            parts.append(
-                f"Spark has {slots.total} task slots, {slots.busy} running ({slots.master})"
-            )
-        except Exception as exc:  # only for the message
-            parts.append(f"no slot info: {exc}")
+        parts.append(describe_slots(self.sc))
         raise WorkerStartTimeout(
             f"{self.name}: workers {missing} did not register within "
             f"{self._start_timeout} s: {'; '.join(parts)}",
