@@ -695,6 +695,14 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
             "the topology to keep acking",
         )
         assert not marker.exists(), "a stranger's pickle ran in a worker"
+        # The refused frame is in the worker's figures too, not only in errors().
+        wait_for(
+            lambda: (
+                (cluster.worker_stats("guarded")[0]["frames_refused"] or {}).get("data", 0) >= 1
+            ),
+            30,
+            "worker 0 to report the refused data frame",
+        )
         assert intruder.poll(100) == 0, "the stranger received the worker's traffic"
         assert {i: w.attempt for i, w in cluster.workers("guarded").items()} == attempts
     finally:

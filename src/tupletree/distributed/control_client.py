@@ -133,7 +133,6 @@ class ControlClient:
     ) -> None:
         self.worker_index = worker_index
         self.attempt = attempt
-        self.control_address = control_address
         self._endpoint, self._secret = parse_control_address(control_address)
         self._heartbeat_interval = heartbeat_interval
         self._driver_timeout = driver_timeout

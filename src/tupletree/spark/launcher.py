@@ -122,6 +122,7 @@ class WorkerLauncher:
         self._job: SparkJobs | None = None
         self._generation = 0  # of jobs: a relaunch ends one and starts the next
         self._bases: dict[int, int] = {}  # worker -> the first attempt of its current job
+        self.job_error: BaseException | None = None  # what ended a job when it gave up
         self._started = False
         self._closed = False
         self._service_open = False
@@ -304,9 +305,12 @@ class WorkerLauncher:
         with self._changed:
             if generation != self._generation:
                 return None  # a job of the workers a relaunch replaced
+            gave_up = self.state.gave_up
             delay, outcomes = self.state.job_ended(
                 index, self._bases[index], summary, time.monotonic(), spark_gone
             )
+            if gave_up is None and self.state.gave_up is not None:
+                self.job_error = error  # the full text, beyond the state's summary
             rest = self._queue(outcomes)
             self._changed.notify_all()
         self._act(rest)
