@@ -23,6 +23,8 @@ FORBIDDEN = {
     # The web view and the testing helpers work on any cluster: through its protocol.
     "ui": {"runtime", "distributed", "spark", "local", "testing", "cli"},
     "testing": {"runtime", "distributed", "spark", "local", "ui", "cli"},
+    # A windowed bolt is a plain Bolt to the runtime, like a connector.
+    "windowing": {"runtime", "distributed", "spark", "local"} | _SERVICES,
 }
 
 

@@ -46,6 +46,10 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
+    # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
+    # failed at once, so its spout replays it (windowing/executor.py).
+    TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
 
 
 def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
@@ -71,6 +75,17 @@ def _number(*, positive: bool, optional: bool = False) -> Callable[[Any], str | 
             return f"must be {kind}, got {type(value).__name__} {value!r}"
         if positive and value <= 0:
             return f"must be > 0, got {value}"
+        return None
+
+    return check
+
+
+def _int_range(minimum: int, maximum: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be an integer, got {type(value).__name__} {value!r}"
+        if not minimum <= value <= maximum:
+            return f"must be from {minimum} to {maximum}, got {value}"
         return None
 
     return check
@@ -117,6 +132,8 @@ SETTINGS: dict[str, Setting] = {
     Config.DRPC_REQUEST_TIMEOUT_SECS: Setting(600, _number(positive=True)),
     Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True)),
+    # Windowed bolts (tupletree.windowing).
+    Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int_range(1, 100_000_000)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}
