@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tupletree import Config, LocalCluster, TopologyBuilder
+from tupletree import Bolt, Config, LocalCluster, TopologyBuilder
 from tupletree.windowing import Count, DetachedTuple, Duration
 
 from .support import Collect, LateSink, feeder, new_journal, settled, windows
@@ -69,6 +69,33 @@ def test_count_window_5_sliding_2_gives_storms_windows_and_acks_on_expiry(sim):
     assert journal.index(("ack", 1)) > ran
     assert journal.index(("ack", 2)) > journal.index(got[3]) > ran
     assert settled(j, "fail") == []
+
+
+class FailAll(Bolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.fail(tup)
+
+
+def test_every_emit_of_a_window_is_anchored_to_all_its_tuples(sim):
+    """The window's output fails downstream: every tuple of the window is in its tree,
+    so all of them fail at their spout, none is acked."""
+    j = new_journal()
+    spout, _ = build(Collect(j).with_tumbling_window(Count(3)), j, ["id"])
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("win", Collect(j).with_tumbling_window(Count(3))).shuffle_grouping("src")
+    b.set_bolt("down", FailAll()).shuffle_grouping("win")
+    sim.submit_topology("w", CONF, b.create_topology())
+    for i in range(1, 7):
+        spout.feed([i], msg_id=i)
+    sim.wait_idle()
+    assert sorted(settled(j, "fail")) == [1, 2, 3, 4, 5, 6]
+    assert settled(j, "ack") == []
 
 
 def test_tumbling_count_3(sim):
