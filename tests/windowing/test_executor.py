@@ -41,7 +41,7 @@ def tup(n: int, ts: int = 0, stream: int = 0) -> Tuple:
 
 def test_ticks_are_ignored():
     bolt = Keep().with_tumbling_window(Count(2))
-    ex, _, out = running(bolt)
+    ex, _, _ = running(bolt)
     tick = Tuple([1], TupleSource("__system", "__tick", -1, Fields(["freq"])))
     ex.execute(tick)
     ex.execute(tup(1))
@@ -86,7 +86,7 @@ def test_a_refused_tuple_does_not_move_the_watermark():
 
 def test_the_watermark_waits_for_every_input_stream():
     bolt = Keep().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts")
-    ex, context, out = running(bolt, streams=2)
+    ex, context, _ = running(bolt, streams=2)
     ex.execute(tup(1, 100, stream=0))
     context.now_ms += 1000
     for hook in context.hooks:
