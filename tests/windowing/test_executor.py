@@ -109,6 +109,7 @@ def test_a_timestamp_that_is_not_a_number_is_a_clear_error():
 
 def test_window_state_round_trips_into_a_new_task():
     """What a persistent window checkpoints and restores: the same windows follow."""
+
     def make() -> tuple[Keep, Any]:
         bolt = (
             Keep()
