@@ -87,14 +87,16 @@ class StandaloneCluster:
 
     ``cores`` and ``memory`` are each worker's; ``executor_python`` is the ``python3``
     (and ``python``) the executors find on their PATH (default: whatever PATH has).
-    ``session_conf()`` is what a driver on this machine adds to stay on loopback."""
+    ``session_conf()`` is what an application adds to stay on loopback and to take one
+    core on every worker (not all of them, Spark's default): with ``cores`` 2, two
+    applications at once each get an executor on every host."""
 
     def __init__(
         self,
         workers: int = 2,
         *,
-        cores: int = 1,
-        memory: str = "1g",
+        cores: int = 2,
+        memory: str = "2g",
         executor_python: str | os.PathLike[str] | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         start_timeout: float = START_TIMEOUT_SECS,
@@ -196,9 +198,17 @@ class StandaloneCluster:
     # -- what a driver needs ------------------------------------------------------
 
     def session_conf(self) -> dict[str, str]:
-        """Settings for a driver on this machine: its endpoints on 127.0.0.1 too (Spark
-        would otherwise advertise the host's name, off loopback)."""
-        return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+        """Settings for an application of a driver on this machine: its endpoints on
+        127.0.0.1 too (Spark would otherwise advertise the host's name, off loopback);
+        one single-core executor on each worker (the master spreads an application's
+        cores over the workers), of half a worker's memory."""
+        return {
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.cores.max": str(self.workers),
+            "spark.executor.cores": "1",
+            "spark.executor.memory": "512m",
+        }
 
     def executor_logs(self) -> list[Path]:
         """The executors' stderr files, newest application first."""
