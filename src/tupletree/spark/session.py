@@ -236,6 +236,10 @@ def build_session(
     builder = SparkSession.builder.master(master)
     settings = local_session_conf(slots)
     settings.update(conf or {})
+    # PySpark's SparkContext takes the executors' Python from PYSPARK_PYTHON alone
+    # (spark-submit exports its spark.pyspark.python there): a conf given here must too.
+    if conf and "spark.pyspark.python" in conf:
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     for key, value in settings.items():
         builder = builder.config(key, value)
     with jvm_output_to(jvm_log):
