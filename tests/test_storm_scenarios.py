@@ -438,7 +438,6 @@ def test_reset_timeout_keeps_tuple_alive(cluster):
     assert tracker.failed == set()
 
 
-@pytest.mark.standalone
 def test_acking(cluster):
     """Storm's acking scenario: branching, multi-anchored trees ack exactly when exhausted."""
     feeder1, tracker1, check1 = tracked_feeder(["num"])

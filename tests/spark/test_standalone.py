@@ -96,7 +96,6 @@ def test_word_count_submitted_as_the_docs_say(standalone, tmp_path):
         check=False,
     )
     out = done.stdout
-    print(out)  # TEMP
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert f"running word-count on Spark {standalone.url}, 2 worker(s)" in out, out
     assert "executors: 2 on 127.0.0.2 (1 core), 127.0.0.3 (1 core)" in out, out
