@@ -80,6 +80,8 @@ def test_the_hint_names_the_setting_and_pack():
     assert zmq is not None and "cannot import zmq.backend" in zmq
     other = executor_import_hint("No module named 'numpy'", "python3")
     assert other is not None and "tupletree pack --requirements" in other
+    extra = executor_import_hint("No module named 'confluent_kafka'", "./environment/bin/python")
+    assert extra is not None and "tupletree pack --extras kafka" in extra
     assert executor_import_hint("ValueError: bad input", "python3") is None
 
 

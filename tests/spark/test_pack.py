@@ -40,7 +40,7 @@ def test_the_archive_holds_tupletree_and_its_runtime_dependencies_only(packed):
     assert {"tupletree", "zmq", "packaging"} <= top
     names = {n.lower() for n, _ in packed.distributions}
     assert {"tupletree", "pyzmq"} <= names
-    for absent in ("pyspark", "py4j", "pytest", "hypothesis", "ruff", "_pytest"):
+    for absent in ("pyspark", "py4j", "pytest", "hypothesis", "ruff", "_pytest", "redis"):
         assert absent not in top and absent not in names
     # Small enough to ship: the venv-pack of the dev environment was 589 MB.
     assert packed.size < 40 * 2**20, packed.size
@@ -96,6 +96,16 @@ def test_the_topology_s_requirements_are_packed_with_their_own(tmp_path):
     packed = pack(tmp_path / "env.tar.gz", requirements=requirements)
     top = _top_level(packed.path)
     assert {"psycopg", "psycopg_binary", "tupletree"} <= top
+
+
+@pytest.mark.slow
+def test_extras_bring_their_clients(tmp_path):
+    """`--extras redis,kafka`: the broker clients of those extras (with hiredis, asked
+    by the redis extra as redis[hiredis]), and not the others'."""
+    packed = pack(tmp_path / "env.tar.gz", extras=["redis", "kafka"])
+    top = _top_level(packed.path)
+    assert {"redis", "hiredis", "confluent_kafka", "tupletree"} <= top
+    assert not {"pika", "nats", "psycopg"} & top
 
 
 @pytest.mark.parametrize(

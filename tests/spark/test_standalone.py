@@ -101,8 +101,8 @@ def test_word_count_submitted_as_the_docs_say(standalone, tmp_path):
     assert "executors: 2 on 127.0.0.2 (1 core), 127.0.0.3 (1 core)" in out, out
     assert re.search(r"workers: 0 on 127\.0\.0\.[23]\b.*1 on 127\.0\.0\.[23]\b", out), out
     ready = re.search(
-        rf"executors ready: [\d.]+ s on 127\.0\.0\.2, [\d.]+ s on 127\.0\.0\.3 "
-        rf"\(archive {ARCHIVE_NAME} \(env\.tar\.gz, [\d.]+ MB\) fetched and unpacked",
+        rf"executors ready in [\d.]+ s \(archive {ARCHIVE_NAME} \(env\.tar\.gz, [\d.]+ MB\) "
+        rf"fetched and unpacked",
         out,
     )
     assert ready, out

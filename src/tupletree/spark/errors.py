@@ -92,6 +92,16 @@ def executor_import_hint(text: str, python: str) -> str | None:
             f"a Python that has tupletree on every executor host, or ship one with "
             f"`tupletree pack`, which prints the spark-submit options"
         )
+    from tupletree.extras import EXTRAS
+
+    top = module.split(".")[0]
+    extra = next((e for e, modules in EXTRAS.items() if top in modules), None)
+    if extra is not None:
+        return (
+            f"the executors' Python ({python}) cannot import {module}, of tupletree's "
+            f"extra {extra!r}: pack it with `tupletree pack --extras {extra}` and submit "
+            f"with the options it prints (or install tupletree[{extra}] there)"
+        )
     return (
         f"the executors' Python ({python}) cannot import {module}, which the topology "
         f"needs: install it there, or list it in a requirements file for "

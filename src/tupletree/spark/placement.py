@@ -7,21 +7,20 @@ Two reads of Spark (``executors``, ``archives``) and pure functions over plain v
   each registered with the driver), the driver's own entry left out. ``[]`` where the
   store cannot be read (another Spark version): the lines then say less, never fail.
 - ``archives(sc)``: ``spark.archives`` (``--archives``), with each local file's size.
-- ``ready_secs``: per executor host, from the later of the executor's registration and
-  the submit to the first worker on that host registering with the driver. Executors
-  fetch and unpack the archives when they start, before they run a task; the Python
-  worker that runs our task starts after that. So this figure is what shipping the
-  environment costs (fetch, unpack, Python start), not the scheduler's wait for a slot;
-  for an executor that was up before the submit it is Python's start alone.
+- ``ready_secs``: from the later of the submit and the registration of the last
+  executor that runs a worker, to the moment every worker was ready (the submit
+  returned). Executors register with the driver, then fetch and unpack the archives,
+  then run tasks; the Python worker that runs ours starts after that. So this figure is
+  what shipping the environment costs the slowest executor (fetch, unpack, Python
+  start, the worker's own start), not the wait for executors to be launched; for
+  executors up before the submit it is the Python and worker start alone.
 
-Times are wall-clock seconds (the status store's); a worker's ``registered_at`` is the
-driver's monotonic clock, converted by the caller (``to_wall``).
+Times are wall-clock seconds (the status store's, ``time.time()``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,13 +49,11 @@ class Archive:
 
 @dataclass(frozen=True)
 class Placed:
-    """Where one worker runs: its index, data address host, host name, and when it
-    registered (epoch s)."""
+    """Where one worker runs: its index, the host of its data address, its host name."""
 
     worker: int
     ip: str
     hostname: str
-    registered_at: float
 
 
 def executors(sc: Any) -> list[Executor]:
@@ -117,44 +114,22 @@ def address_host(address: str) -> str:
     return host_port.rpartition(":")[0].strip("[]") or host_port
 
 
-def to_wall(
-    monotonic_at: float, now_wall: float | None = None, now_mono: float | None = None
-) -> float:
-    """A driver ``time.monotonic()`` reading as epoch seconds."""
-    wall = time.time() if now_wall is None else now_wall
-    mono = time.monotonic() if now_mono is None else now_mono
-    return wall - (mono - monotonic_at)
-
-
 def placed(workers: Mapping[int, Any]) -> list[Placed]:
-    """``SparkCluster.workers(name)`` (WorkerInfo per index) as Placed, by index."""
-    now_wall, now_mono = time.time(), time.monotonic()
-    return [
-        Placed(i, address_host(w.address), w.host, to_wall(w.registered_at, now_wall, now_mono))
-        for i, w in sorted(workers.items())
-    ]
+    """``SparkCluster.workers(name)`` (a WorkerInfo per index) as Placed, by index."""
+    return [Placed(i, address_host(w.address), w.host) for i, w in sorted(workers.items())]
 
 
 def ready_secs(
-    workers: Iterable[Placed], execs: Iterable[Executor], submitted_at: float
-) -> dict[str, float]:
-    """Per executor host that runs a worker: seconds from the later of its executor's
-    registration and ``submitted_at`` (epoch s) to its first worker's registration.
-    A host with several executors counts from the latest of them that registered before
-    that worker (the one that ran it, or a later one)."""
-    by_host: dict[str, list[float]] = {}
-    for e in execs:
-        by_host.setdefault(e.host, []).append(e.added_at)
-    first: dict[str, float] = {}
-    for w in workers:
-        if w.ip in by_host:
-            first[w.ip] = min(first.get(w.ip, w.registered_at), w.registered_at)
-    out = {}
-    for host, at in sorted(first.items()):
-        before = [a for a in by_host[host] if a <= at]
-        start = max([submitted_at, *before])
-        out[host] = max(0.0, at - start)
-    return out
+    workers: Iterable[Placed], execs: Iterable[Executor], submitted_at: float, ready_at: float
+) -> float | None:
+    """Seconds from the later of ``submitted_at`` and the registration of the last
+    executor on a worker's host (registered by ``ready_at``) to ``ready_at``; None when
+    no worker runs on an executor's host (a local master: workers on the driver's)."""
+    hosts = {w.ip for w in workers}
+    added = [e.added_at for e in execs if e.host in hosts and e.added_at <= ready_at]
+    if not added:
+        return None
+    return max(0.0, ready_at - max(submitted_at, *added))
 
 
 def _mb(size: int) -> str:
@@ -176,6 +151,7 @@ def where_lines(
     execs: list[Executor],
     shipped: list[Archive],
     submitted_at: float,
+    ready_at: float,
 ) -> list[str]:
     """The banner's lines after the start: the executors (host, cores), each worker's
     host, and how long the executors took to be ready with the environment."""
@@ -185,15 +161,14 @@ def where_lines(
         lines.append(f"executors: {len(execs)} on {hosts}")
     if workers:
         lines.append("workers: " + ", ".join(_worker(w) for w in workers))
-    ready = ready_secs(workers, execs, submitted_at)
-    if ready:
-        each = ", ".join(f"{secs:.1f} s on {host}" for host, secs in ready.items())
+    ready = ready_secs(workers, execs, submitted_at, ready_at)
+    if ready is not None:
         what = (
             f"archive {describe_archives(shipped)} fetched and unpacked, Python started"
             if shipped
-            else "Python started (no spark.archives)"
+            else "Python started; no spark.archives"
         )
-        lines.append(f"executors ready: {each} ({what})")
+        lines.append(f"executors ready in {ready:.1f} s ({what})")
     return lines
 
 
