@@ -30,7 +30,7 @@ The rules:
   ``.pyc`` stays valid); the gzip header carries no timestamp: the same environment
   packs to the same bytes.
 
-Cost: copying and compressing what is listed, about 25 MB of files into an 8 MB archive
+Cost: copying and compressing what is listed, about 18 MB of files into a 6 MB archive
 for tupletree's own dependencies (a few seconds); the executors fetch and unpack it once
 per executor (``notes/performance.md`` has the figures).
 """
