@@ -3,8 +3,9 @@ and ``ClusterBase``: the DRPC server and the web view started with a cluster, th
 every submit makes, and the context-manager lifecycle.
 
 The two clusters differ in how they run workers; everything a user sees the same on
-both lives here once, so it cannot drift apart. tests/test_two_clusters.py runs the
-Storm scenarios and the reliability transcripts on both, through this protocol.
+both lives here once, so it cannot drift apart. tests/test_storm_scenarios.py and
+tests/test_transcripts.py run the Storm scenarios and the reliability transcripts on
+every cluster, through this protocol (the ``any_cluster`` fixture, tests/clusters.py).
 """
 
 from __future__ import annotations
