@@ -34,7 +34,7 @@ def whole_venv(out: Path) -> tuple[int, float]:
     from tupletree.spark import pack
 
     started = time.monotonic()
-    tupletree_source, _ = pack._tupletree()
+    tupletree_source, _, _ = pack._tupletree()
     sources = [tupletree_source]
     for dist in metadata.distributions():
         name = dist.metadata["Name"]

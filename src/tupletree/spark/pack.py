@@ -144,9 +144,10 @@ def _record_files(dist: metadata.Distribution) -> list[tuple[Path | bytes, str]]
     return out
 
 
-def _tupletree() -> tuple[_Source, Installed]:
-    """tupletree as this process imports it: the installed distribution when that is
-    what is imported, else the source checkout (a minimal dist-info is written for it)."""
+def _tupletree() -> tuple[_Source, Installed, set[str]]:
+    """tupletree as this process imports it (its files, its requirements, its extras):
+    the installed distribution when that is what is imported, else the source checkout
+    (a minimal dist-info is written for it)."""
     import tupletree
 
     package = Path(tupletree.__file__).resolve().parent
@@ -158,11 +159,12 @@ def _tupletree() -> tuple[_Source, Installed]:
         init = Path(dist.locate_file("tupletree/__init__.py")).resolve()
         if init == package / "__init__.py":
             source = _Source("tupletree", dist.version, _record_files(dist))
-            return source, Installed("tupletree", dist.version, tuple(dist.requires or ()))
+            installed = Installed("tupletree", dist.version, tuple(dist.requires or ()))
+            return source, installed, set(dist.metadata.get_all("Provides-Extra") or [])
     return _tupletree_checkout(package)
 
 
-def _tupletree_checkout(package: Path) -> tuple[_Source, Installed]:
+def _tupletree_checkout(package: Path) -> tuple[_Source, Installed, set[str]]:
     """tupletree from a source tree (``src/tupletree`` beside ``pyproject.toml``)."""
     pyproject = package.parent.parent / "pyproject.toml"
     try:
@@ -188,6 +190,7 @@ def _tupletree_checkout(package: Path) -> tuple[_Source, Installed]:
     return (
         _Source("tupletree", version, [*files, (meta.encode(), f"{info}/METADATA")]),
         Installed("tupletree", version, tuple(requires)),
+        set(project.get("optional-dependencies", {})),
     )
 
 
@@ -200,17 +203,6 @@ def _with_extra(line: str, extra: str) -> str:
         marker = f"({req.marker}) and {marker}"
     req.marker = None
     return f"{req}; {marker}"
-
-
-def _provided_extras(dist_requires: Iterable[str]) -> set[str]:
-    extras = set()
-    for line in dist_requires:
-        marker = Requirement(line).marker
-        if marker is None:
-            continue
-        for token in str(marker).replace("'", '"').split('extra == "')[1:]:
-            extras.add(token.split('"', 1)[0])
-    return extras
 
 
 # ---------------------------------------------------------------------------- packing
@@ -230,9 +222,8 @@ def pack(
 ) -> Packed:
     """Write the executors' archive to ``output`` (see the module's rules)."""
     started = time.monotonic()
-    tupletree_source, tupletree_dist = _tupletree()
+    tupletree_source, tupletree_dist, known = _tupletree()
     extras = sorted({e.strip() for e in extras if e.strip()})
-    known = _provided_extras(tupletree_dist.requires)
     unknown = [e for e in extras if e not in known]
     if unknown:
         raise PackError(
