@@ -38,13 +38,27 @@ def test_protocol_round_trip_and_forgery():
     assert protocol.data_key(key) != key and len(protocol.data_key(key)) == 32
 
 
-def test_control_address_round_trip():
+def test_control_address_round_trip(monkeypatch):
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
     key = protocol.new_secret()
     address = make_control_address("tcp://127.0.0.1:5555", key)
     assert parse_control_address(address) == ("tcp://127.0.0.1:5555", key)
     assert advertise_host(address) == "127.0.0.1"
     with pytest.raises(ValueError, match="not a tupletree control address"):
         parse_control_address("tcp://127.0.0.1:5555")
+
+
+def test_a_worker_advertises_spark_local_ip_when_its_host_sets_one(monkeypatch):
+    """SPARK_LOCAL_IP (a host's spark-env.sh; inherited by executors) is the address a
+    worker binds and advertises, even with the driver on loopback; a wildcard is not
+    an address to advertise, and an unset one leaves the loopback rule."""
+    address = make_control_address("tcp://127.0.0.1:5555", protocol.new_secret())
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.3")
+    assert advertise_host(address) == "127.0.0.3"
+    monkeypatch.setenv("SPARK_LOCAL_IP", "0.0.0.0")
+    assert advertise_host(address) == "127.0.0.1"
+    monkeypatch.delenv("SPARK_LOCAL_IP")
+    assert advertise_host(address) == "127.0.0.1"
 
 
 class FakeDriver:

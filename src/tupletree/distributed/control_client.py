@@ -89,10 +89,16 @@ def parse_control_address(control_address: str) -> tuple[str, bytes]:
 def advertise_host(control_address: str) -> str:
     """The IP address other workers should use to reach a socket bound on this worker.
 
-    With a driver on loopback (local mode) that is 127.0.0.1. Otherwise it is the local
-    address of the interface that routes to the driver, found by connecting a UDP
-    socket (which sends nothing), so multi-homed executors pick the reachable one.
+    ``SPARK_LOCAL_IP`` first, when it names one address: it is Spark's own setting for
+    the address this host's Spark binds (``spark-env.sh``), and executors and their
+    Python workers inherit it from the Spark worker. Else, with a driver on loopback
+    (local mode), 127.0.0.1. Else the local address of the interface that routes to the
+    driver, found by connecting a UDP socket (which sends nothing), so multi-homed
+    executors pick the reachable one.
     """
+    local_ip = os.environ.get("SPARK_LOCAL_IP", "").strip()
+    if local_ip and local_ip not in ("0.0.0.0", "::"):
+        return local_ip
     endpoint, _ = parse_control_address(control_address)
     host_port = endpoint.split("://", 1)[-1]
     host, _, port = host_port.rpartition(":")

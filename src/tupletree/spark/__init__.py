@@ -14,7 +14,11 @@ when they are used:
   ``tupletree.distributed.driver_state.DriverState`` (which decides restarts with
   ``distributed/supervision.py``).
 - ``cluster``: ``SparkCluster``, a topology as ``topology.workers`` launched workers.
-- ``errors``: what a failed launch raises.
+- ``errors``: what a failed launch raises; the hint when executors cannot import.
+- ``placement``: where the workers run and how long executors took to be ready.
+- ``requirements`` and ``pack``: ``tupletree pack``, the executors' environment as an
+  archive for ``spark.archives``.
+- ``standalone``: a standalone master and workers on loopback addresses (tests, bench).
 
 What a worker runs, and how workers talk to each other and to the driver, is not
 Spark's business: it lives in ``tupletree.distributed``.

@@ -143,7 +143,13 @@ class SparkCluster(ClusterBase):
             worker_timeout=full_conf[Config.SUPERVISOR_WORKER_TIMEOUT_SECS],
             active=not inactive,
         )
-        launcher.start()
+        try:
+            launcher.start()
+        except SparkJobFailed as exc:
+            hinted = _with_import_hint(exc, launcher, self.spark)
+            if hinted is None:
+                raise
+            raise hinted from exc
         problem = _wait_ready(launcher)
         if problem is not None:
             launcher.stop(timeout=10.0)
@@ -337,6 +343,19 @@ class SparkCluster(ClusterBase):
         if self._owns_session and self._spark is not None:
             self._spark.stop()
             self._spark = None
+
+
+def _with_import_hint(exc: SparkJobFailed, launcher: Any, spark: Any) -> SparkJobFailed | None:
+    """``exc`` with what to do when the executors could not import a module (the full
+    Spark error is searched: the summary in ``exc`` may have cut it); None otherwise."""
+    from tupletree.spark.errors import executor_import_hint
+
+    text = f"{exc}\n{launcher.job_error or ''}"
+    python = getattr(spark.sparkContext, "pythonExec", None) or "python3"
+    hint = executor_import_hint(text, python)
+    if hint is None:
+        return None
+    return SparkJobFailed(f"{exc}; {hint}", worker_errors=exc.worker_errors)
 
 
 def _worker_main(
