@@ -30,6 +30,8 @@ FORBIDDEN = {
     - {"store", "redact", "extras", "__init__", "__pycache__"},
     # Trident's states: decisions and storage, driven by trident's committer bolts.
     "trident/state": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    # A windowed bolt is a plain Bolt to the runtime, like a connector.
+    "windowing": {"runtime", "distributed", "spark", "local"} | _SERVICES,
 }
 
 

@@ -47,6 +47,10 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
+    # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
+    # failed at once, so its spout replays it (windowing/executor.py).
+    TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -137,6 +141,8 @@ SETTINGS: dict[str, Setting] = {
         None, _number(positive=True, maximum=_DAY, optional=True)
     ),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
+    # Windowed bolts (tupletree.windowing).
+    Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}
