@@ -74,6 +74,21 @@ class Cluster(Protocol):
     def shutdown(self) -> None: ...
 
 
+# The services a cluster can start beside its workers, by name ("drpc", "ui"): filled
+# in by tupletree/services.py, one layer up, so this module imports no service.
+SERVICES: dict[str, Callable[..., Any]] = {}
+
+
+def _service(name: str) -> Callable[..., Any]:
+    try:
+        return SERVICES[name]
+    except KeyError:
+        raise RuntimeError(
+            f"the {name!r} service is not wired in: import tupletree (its __init__ imports "
+            "tupletree.services) before starting a cluster"
+        ) from None
+
+
 def check_components(topology: Any, conf: dict[str, Any]) -> None:
     """Let each component that has ``check_config(conf, component_id)`` check its own
     config at submit (a broker connector: its lease against the message timeout, the
@@ -169,17 +184,13 @@ class ClusterBase:
         self._rebalancing_lock = threading.Lock()
         self._ui_address = (ui_host, ui_port)
         if drpc_port is not None:
-            from tupletree.drpc.hosting import ClusterDRPC
-
-            self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
+            self._drpc = _service("drpc")(drpc_host, drpc_port, drpc_conf)
 
     def _start_ui(self) -> None:
         host, port = self._ui_address
         if port is not None and self._ui is None:
-            from tupletree.ui.service import UIService
-
             try:
-                self._ui = UIService(self, host, port).start()
+                self._ui = _service("ui")(self, host, port)
             except BaseException:
                 self._stop_drpc()
                 raise
