@@ -51,6 +51,10 @@ class Config:
     # a worker to stop (between two tuples, then close() and cleanup()) before it gives
     # up on it, naming the task that would not stop (LocalCluster's kill_topology).
     SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"
+    # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
+    # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
+    # failed at once, so its spout replays it (windowing/executor.py).
+    TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -145,6 +149,8 @@ SETTINGS: dict[str, Setting] = {
     Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: Setting(
         3, _number(positive=True, maximum=3600.0)
     ),
+    # Windowed bolts (tupletree.windowing).
+    Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}
