@@ -88,29 +88,51 @@ class Stop(KeyboardInterrupt):
         self.signame = signame
 
 
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM raise Stop in the main thread, once: a second one while
-    stopping only says so (the stop is already under way, bounded by
-    supervisor.worker.shutdown.sleep.secs). Off the main thread, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    stopping = False
+class Signals:
+    """The SIGINT/SIGTERM that ``stop_on_signals`` caught. Until ``defer()`` the first
+    raises Stop where the main thread is (the session's start, a submit); after it, it
+    only sets ``event``, which the watch loop waits on: an exception raised by a signal
+    handler lands inside whatever library call runs, and some swallow it (py4j catches
+    a KeyboardInterrupt while it talks to the JVM), so once the topology runs the stop
+    is a flag, not an exception. A second signal only says the stop is under way."""
 
-    def handler(signum: int, frame: Any) -> None:
-        nonlocal stopping
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signame: str | None = None
+        self.deferred = False
+
+    def defer(self) -> None:
+        self.deferred = True
+
+    def handle(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
-        if stopping:
+        if self.signame is not None:
             print(f"tupletree: {name} again: already stopping", file=sys.stderr, flush=True)
             return
-        stopping = True
-        raise Stop(name)
+        self.signame = name
+        self.event.set()
+        if not self.deferred:
+            raise Stop(name)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+# The Signals of the running ``tupletree run`` (None outside one, or off the main thread).
+_signals: Signals | None = None
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Signals | None]:
+    """SIGINT and SIGTERM stop the run, once (see Signals); off the main thread nothing
+    changes."""
+    global _signals
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    signals = _signals = Signals()
+    previous = {sig: signal.signal(sig, signals.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield signals
     finally:
+        _signals = None
         for sig, old in previous.items():
             signal.signal(sig, old)
 
@@ -119,7 +141,7 @@ def stop_on_signals() -> Iterator[None]:
 class Watched:
     """What ``watch`` saw: the last metrics, the ack rate over the observed window (None
     before two observations) and why it ended early, if it did: ``"killed"`` (killed
-    from outside: the web view, ``tupletree kill``) or the Stop raised."""
+    from outside: the web view, ``tupletree kill``) or the signal's name."""
 
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     rate: float | None = None
@@ -140,9 +162,13 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
     first: tuple[float, float] | None = None  # (time, acked) when first seen working
     end: tuple[float, float] | None = None
     seen = Watched()
+    signals = _signals
+    stopped = signals.event if signals is not None else threading.Event()
     try:
         while True:
-            time.sleep(0.2)
+            if stopped.wait(0.2):
+                seen.ended = signals.signame if signals is not None else "stopped"
+                break
             now = time.monotonic()
             try:
                 metrics = cluster.metrics(name)
@@ -173,7 +199,7 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
                 break
             if duration is None and t["pending"] == 0 and now - last_change >= QUIET_SECS:
                 break
-    except Stop as stop:
+    except Stop as stop:  # a signal before the run deferred them (tests call watch)
         seen.ended = stop.signame
     if interactive:
         print()
@@ -299,6 +325,8 @@ def _run(
     started = time.monotonic()
     submitted_at = time.time()
     cluster.submit_topology(name, conf, topology)
+    if _signals is not None:
+        _signals.defer()  # from now on a signal ends the watch below (a flag)
     ready_at = time.time()  # submit returns once every worker is ready
     print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
     if spark is not None:
