@@ -10,18 +10,59 @@ every cluster, through this protocol (the ``any_cluster`` fixture, tests/cluster
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from tupletree.config import validate
+from tupletree.runtime.error_records import ERROR, RESTART, TaskError, WorkerEvent
+from tupletree.runtime.metric_shapes import ComponentMetrics, TaskStats
+from tupletree.runtime.stalls import TimedOutTree
 from tupletree.topology.builder import require_topology
+
+# The protocol's answers, for its users (ui/, testing/), which import nothing of the
+# runtime: the records and shapes are built there and read here by name.
+__all__ = [
+    "ERROR",
+    "RESTART",
+    "Cluster",
+    "ClusterBase",
+    "ComponentMetrics",
+    "TaskError",
+    "TaskStats",
+    "TimedOutTree",
+    "WorkerEvent",
+    "WorkerStats",
+    "check_components",
+]
+
+
+class WorkerStats(TypedDict):
+    """One worker's current process, in ``cluster.worker_stats(name)``: where it runs,
+    its ``attempt`` (``restarts``: attempts before this one), its resident memory at its
+    last report (None before one, or where it cannot be read) and how old that report
+    is. LocalCluster's one worker is the process the cluster runs in."""
+
+    host: str
+    pid: int
+    attempt: int
+    restarts: int
+    rss_bytes: int | None
+    report_age_secs: float | None
 
 
 @runtime_checkable
 class Cluster(Protocol):
-    """What a test or a tool may rely on from any cluster.
+    """What a test or a tool may rely on from any cluster: the web view (``ui/``) and
+    the testing helpers (``testing/``) use nothing else (tests/test_cluster_protocol.py
+    checks that they call no other method).
 
-    ``simulate_time`` is True only on ``LocalCluster(simulate_time=True)``, which alone
-    has ``advance_time(secs)``; elsewhere time is real and ``wait_idle`` waits.
+    ``simulate_time`` is True only on ``LocalCluster(simulate_time=True)``, where
+    ``advance_time(secs)`` moves the clock; elsewhere time is real, ``wait_idle`` waits
+    and ``advance_time`` raises RuntimeError.
+
+    Errors come as records (``error_records``: the tasks' exceptions; ``worker_events``:
+    the workers' own errors and restarts, kept apart so a flood of the first cannot push
+    out the second) and as the texts rendered from both (``errors``), in the order they
+    were reported.
     """
 
     simulate_time: bool
@@ -38,13 +79,25 @@ class Cluster(Protocol):
 
     def topologies(self) -> list[str]: ...
 
-    def metrics(self, name: str) -> dict[str, dict[str, Any]]: ...
+    def metrics(self, name: str) -> dict[str, ComponentMetrics]: ...
 
     def errors(self, name: str) -> list[str]: ...
+
+    def error_records(self, name: str) -> list[TaskError]: ...
+
+    def worker_events(self, name: str) -> list[WorkerEvent]: ...
+
+    def timed_out(self, name: str) -> list[TimedOutTree]: ...
+
+    def worker_stats(self, name: str) -> dict[int, WorkerStats]: ...
+
+    def logs(self, name: str) -> list[str]: ...
 
     def topology_info(self, name: str) -> dict[str, Any]: ...
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool: ...
+
+    def advance_time(self, secs: float) -> None: ...
 
     def shutdown(self) -> None: ...
 

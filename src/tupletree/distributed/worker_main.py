@@ -252,7 +252,7 @@ def _report(
     control.send(
         Metrics(
             snapshot=worker.metrics_snapshot(),
-            errors=worker.errors_since(errors_sent),
+            errors=[record.render() for record in worker.errors_since(errors_sent)],
             timed_out=worker.timed_out.since(timed_out_sent),
             idle=idle and not transport.blocked(),
             sent_to=dict(transport.sent_to),

@@ -32,6 +32,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from tupletree.cluster import Cluster
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 log = logging.getLogger("tupletree.ui")
@@ -103,10 +104,12 @@ def histogram_buckets(described: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 class ClusterCollector(Collector):
     """Reads a cluster on every ``collect()``: ``topologies()``, ``metrics(name)``,
-    ``topology_info(name)`` and, where the cluster has it, ``worker_stats(name)``
-    (SparkCluster). A topology killed between the listing and its read is skipped."""
+    ``topology_info(name)`` and ``worker_stats(name)``. A topology killed between the
+    listing and its read is skipped."""
 
-    def __init__(self, cluster: Any, on_error: Callable[[str, BaseException], None] | None = None):
+    def __init__(
+        self, cluster: Cluster, on_error: Callable[[str, BaseException], None] | None = None
+    ) -> None:
         self.cluster = cluster
         self.on_error = on_error
 
@@ -231,16 +234,15 @@ class ClusterCollector(Collector):
                 for task, value in per_task.items():
                     if isinstance(value, int | float):
                         exhausted.add_metric([name, cid, str(task)], float(value))
-            stats = getattr(cluster, "worker_stats", None)
-            if stats is not None:
-                try:
-                    workers = stats(name)
-                except KeyError:
-                    workers = {}
-                for index, w in workers.items():
-                    restarts.add_metric([name, str(index)], float(w["restarts"]))
-                    if w.get("rss_bytes") is not None:
-                        memory.add_metric([name, str(index), w["host"]], float(w["rss_bytes"]))
+            try:
+                workers = cluster.worker_stats(name)
+            except KeyError:
+                workers = {}
+            for index, w in workers.items():
+                restarts.add_metric([name, str(index)], float(w["restarts"]))
+                rss = w["rss_bytes"]
+                if rss is not None:
+                    memory.add_metric([name, str(index), w["host"]], float(rss))
         yield active
         yield from counters.values()
         yield failed
