@@ -4,7 +4,9 @@ neither needs a ``getattr`` probe or a ``type: ignore`` to reach a cluster, and 
 method one cluster lacks is found here rather than by a user.
 
 Read from the sources (ast): a call ``cluster.x(...)``, ``self.cluster.x``,
-``service.cluster.x`` names ``x``; each must be a member of ``Cluster``."""
+``service.cluster.x`` names ``x``; each must be a member of ``Cluster``. And mypy checks
+both packages against the protocol's types: a metric read by a name the declared shape
+lacks (``records/metrics.py``), or an error field a record lacks, fails there."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import ast
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +83,23 @@ def test_no_type_ignore_where_a_cluster_is_used() -> None:
         if "type: ignore" in line and "cluster" in line
     ]
     assert lines == []
+
+
+@pytest.mark.slow
+def test_ui_and_testing_type_check_against_the_protocol(tmp_path: Path) -> None:
+    """mypy over ui/ and testing/ (about 7 s, cold cache): what they read of metrics,
+    error records and worker stats exists under that name and type."""
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install '.[dev]')")
+    config = SRC.parents[1] / "pyproject.toml"
+    options = ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache")]
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", *options, "tupletree/ui", "tupletree/testing"],
+        cwd=SRC.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_check_sees_a_probe_and_a_call_outside_the_protocol(tmp_path: Path) -> None:

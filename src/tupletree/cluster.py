@@ -26,9 +26,9 @@ from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from tupletree.config import Config, validate
 from tupletree.errors import InvalidConfigError, InvalidTopologyError, TopologyRebalancingError
-from tupletree.runtime.error_records import ERROR, RESTART, TaskError, WorkerEvent
-from tupletree.runtime.metric_shapes import ComponentMetrics, TaskStats
-from tupletree.runtime.stalls import TimedOutTree
+from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics, TaskStats
+from tupletree.records.stalls import TimedOutTree
 from tupletree.topology.builder import require_topology
 
 # The protocol's answers, for its users (ui/, testing/), which import nothing of the
@@ -67,7 +67,7 @@ class WorkerStats(TypedDict):
     restarts: int
     rss_bytes: int | None
     report_age_secs: float | None
-    frames_refused: NotRequired[dict[str, int]]
+    frames_refused: NotRequired[dict[str, int] | None]
 
 
 @runtime_checkable
@@ -122,6 +122,8 @@ class Cluster(Protocol):
         wait_secs: float | None = None,
         workers: int | None = None,
         parallelism: Mapping[str, int] | None = None,
+        *,
+        block: bool = True,
     ) -> None: ...
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool: ...

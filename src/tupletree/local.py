@@ -29,14 +29,14 @@ from typing import Any
 from tupletree.cluster import ClusterBase, WorkerStats, plan_rebalance
 from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError, WorkerDiedError
+from tupletree.records.errors import TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics
+from tupletree.records.stalls import TimedOutTree
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
-from tupletree.runtime.error_records import TaskError, WorkerEvent
 from tupletree.runtime.log_capture import TopologyLogs
 from tupletree.runtime.memory import resident_bytes
-from tupletree.runtime.metric_shapes import ComponentMetrics
 from tupletree.runtime.metrics import aggregate
-from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 

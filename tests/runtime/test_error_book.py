@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
 from tupletree.runtime.error_book import ErrorBook
 from tupletree.runtime.error_log import MAX_ERROR_CHARS, format_error, task_error
-from tupletree.runtime.error_records import ERROR, RESTART, TaskError, WorkerEvent
 
 
 def _task(i: int) -> TaskError:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tupletree import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
-from tupletree.runtime.error_records import RESTART, TaskError, WorkerEvent
+from tupletree.records.errors import RESTART, TaskError, WorkerEvent
 from tupletree.runtime.metrics import LatencyHistogram, aggregate, merge_snapshots
 from tupletree.ui.graph import to_dot, to_mermaid, topology_graph
 from tupletree.ui.history import TopologyHistory

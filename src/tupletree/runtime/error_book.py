@@ -22,8 +22,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+from tupletree.records.errors import EVENT_KINDS, ErrorRecord, TaskError, WorkerEvent
 from tupletree.runtime.error_log import MAX_ERRORS_KEPT
-from tupletree.runtime.error_records import EVENT_KINDS, ErrorRecord, TaskError, WorkerEvent
 
 MAX_EVENTS_KEPT = 1000
 
@@ -58,7 +58,7 @@ class ErrorBook:
 
     def events(self) -> list[WorkerEvent]:
         """The worker events kept (every kind), oldest first."""
-        return [record for _, record in self._merged(include_tasks=False)]
+        return [r for _, r in self._merged(include_tasks=False) if isinstance(r, WorkerEvent)]
 
     def records(self) -> list[ErrorRecord]:
         """Everything kept, in the order it was added."""

@@ -2,7 +2,7 @@
 exceptions its tasks report.
 
 ``task_error`` turns a task's exception into a ``TaskError`` record
-(runtime/error_records.py) with the bounds below; ``format_error`` is its text.
+(records/errors.py) with the bounds below; ``format_error`` is its text.
 
 A user's exception can be anything: a message of megabytes, a ``__str__`` that raises,
 a bolt raising on every tuple. So:
@@ -33,7 +33,7 @@ from tupletree.log_limit import (  # noqa: F401 - re-exported for the runtime
     LOG_WINDOW_SECS,
     ErrorLogLimiter,
 )
-from tupletree.runtime.error_records import TaskError
+from tupletree.records.errors import TaskError
 
 MAX_ERRORS_KEPT = 1000
 MAX_ERROR_CHARS = 4000

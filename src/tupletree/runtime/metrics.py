@@ -10,15 +10,15 @@ samples execute latency (5% of tuples by default) for the same reason: two clock
 per tuple would cost more than many bolts' work.
 
 The shapes of a task's snapshot and of ``aggregate``'s answer are declared in
-``runtime/metric_shapes.py`` (``TaskSnapshot``, ``ComponentMetrics``).
+``records/metrics.py`` (``TaskSnapshot``, ``ComponentMetrics``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from tupletree.runtime.metric_shapes import ComponentMetrics, HistogramDescription
+from tupletree.records.metrics import ComponentMetrics, HistogramDescription
 
 COUNTERS = (
     "emitted",
@@ -214,7 +214,9 @@ def _describe(
     entry[f"{name}_ms"] = described["sum_ms"] / h.count if h.count else None
 
 
-def merge_snapshots(parts: list[dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+def merge_snapshots(
+    parts: Sequence[Mapping[int, Mapping[str, Any]]],
+) -> dict[int, dict[str, Any]]:
     """Sum per-task snapshots that cover the same tasks, e.g. the last report of a worker
     that died and the reports of the attempt that replaced it, so counts never go back.
     Gauges are the newest part's (the last in ``parts``)."""

@@ -29,10 +29,12 @@ import logging
 import pickle
 import time
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
+from tupletree.records.errors import ERROR, ErrorRecord, WorkerEvent
+from tupletree.records.metrics import TaskSnapshot
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import (
     ACKER_COMPONENT,
@@ -51,7 +53,6 @@ from tupletree.runtime.error_log import (
     safe_repr,
     task_error,
 )
-from tupletree.runtime.error_records import ERROR, ErrorRecord, WorkerEvent
 from tupletree.runtime.executors import (
     AckerExecutor,
     BoltExecutor,
@@ -494,7 +495,7 @@ class Worker:
         """Error records reported after the first ``count`` (as many as are still kept)."""
         return self.errors.since(count)
 
-    def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
+    def metrics_snapshot(self) -> dict[int, TaskSnapshot]:
         """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
         inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
         which spouts are held back); an acker task's ``pending`` (AckerExecutor.snapshot)
@@ -506,5 +507,5 @@ class Worker:
             snap["queued"] = len(ex.inbox)
             if not isinstance(ex, SpoutExecutor):
                 snap["queue_limit"] = self.buffer_limit
-            out[task] = snap
+            out[task] = cast(TaskSnapshot, snap)
         return out

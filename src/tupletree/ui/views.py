@@ -112,9 +112,9 @@ def summary_entry(
         "status": status(info),
         "uptime": uptime_text(info["uptime_secs"]),
         "uptimeSeconds": int(info["uptime_secs"]),
-        "tasksTotal": sum(len(m.get("tasks", {})) for m in metrics.values()),
+        "tasksTotal": sum(len(m["tasks"]) for m in metrics.values()),
         "executorsTotal": sum(executors(info, spec) for spec in topology.components.values())
-        + len(metrics.get(ACKER_COMPONENT, {}).get("tasks", {})),
+        + (len(metrics[ACKER_COMPONENT]["tasks"]) if ACKER_COMPONENT in metrics else 0),
         "workersTotal": info.get("workers", 1),
         "emitted": sum(m["emitted"] for m in user.values()),
         "acked": sum(metrics[s.id]["acked"] for s in topology.spouts if s.id in metrics),
