@@ -13,10 +13,12 @@ from __future__ import annotations
 import ast
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +172,15 @@ def test_local_cluster_answers_worker_stats_logs_and_records(sim_cluster: Any) -
     for method in (sim_cluster.worker_stats, sim_cluster.logs, sim_cluster.error_records):
         with pytest.raises(TopologyNotFoundError):
             method("nope")
+
+
+def test_the_docs_page_example_runs() -> None:
+    """docs/errors-and-metrics.md's example runs as written, in a module of its own."""
+    page = SRC.parents[1] / "docs" / "errors-and-metrics.md"
+    (block,) = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+    module = types.ModuleType("errors_and_metrics_example")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(block, str(page), "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]

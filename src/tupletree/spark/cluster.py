@@ -266,15 +266,16 @@ class SparkCluster(ClusterBase):
             out: dict[int, WorkerStats] = {}
             for index, info in sorted(state.registry.workers.items()):
                 report = state.reports.get(index)
-                current = report is not None and report.attempt == info.attempt
+                if report is not None and report.attempt != info.attempt:
+                    report = None  # an earlier attempt's: nothing of this process yet
                 out[index] = {
                     "host": info.host,
                     "pid": info.pid,
                     "attempt": info.attempt,
                     "restarts": restarts.get(index, 0),
-                    "rss_bytes": report.metrics.rss_bytes if current else None,
-                    "frames_refused": dict(report.metrics.refused) if current else None,
-                    "report_age_secs": now - report.at if current else None,
+                    "rss_bytes": None if report is None else report.metrics.rss_bytes,
+                    "frames_refused": None if report is None else dict(report.metrics.refused),
+                    "report_age_secs": None if report is None else now - report.at,
                 }
             return out
 
