@@ -248,9 +248,7 @@ def _run(
         from tupletree.spark import placement
 
         print(placement.summary_line(cluster.master, placement.placed(cluster.workers(name))))
-    restarts = getattr(cluster, "worker_restarts", None)
-    if restarts is not None:
-        print(restarts_line(restarts(name)))
+        print(restarts_line(cluster.worker_restarts(name)))
     report = getattr(module, "report", None)
     if callable(report):
         print(report(metrics))

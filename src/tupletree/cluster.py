@@ -221,6 +221,8 @@ def plan_rebalance(
 
 
 class ClusterBase:
+    simulate_time = False  # LocalCluster(simulate_time=True) sets it
+
     def __init__(
         self,
         drpc_port: int | None = None,
@@ -320,7 +322,7 @@ class ClusterBase:
                 self._rebalanced(name)
 
         # In simulated time nothing runs behind the caller's back: a rebalance too.
-        if block or getattr(self, "simulate_time", False):
+        if block or self.simulate_time:
             finish()
             return
 
