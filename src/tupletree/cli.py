@@ -89,9 +89,10 @@ class Stop(KeyboardInterrupt):
 
 
 class Signals:
-    """The SIGINT/SIGTERM that ``stop_on_signals`` caught. Until ``defer()`` the first
-    raises Stop where the main thread is (the session's start, a submit); after it, it
-    only sets ``event``, which the watch loop waits on: an exception raised by a signal
+    """The SIGINT/SIGTERM that ``stop_on_signals`` caught. Until ``defer()`` (just before
+    the submit) the first raises Stop where the main thread is (loading the file, the
+    Spark session's start); after it, it only sets ``event``, which the watch loop waits
+    on: an exception raised by a signal
     handler lands inside whatever library call runs, and some swallow it (py4j catches
     a KeyboardInterrupt while it talks to the JVM), so once the topology runs the stop
     is a flag, not an exception. A second signal only says the stop is under way."""
@@ -324,9 +325,12 @@ def _run(
         print(f"tupletree: web view at {cluster.ui_url}/ (REST /api/v1, /metrics)", flush=True)
     started = time.monotonic()
     submitted_at = time.time()
-    cluster.submit_topology(name, conf, topology)
     if _signals is not None:
-        _signals.defer()  # from now on a signal ends the watch below (a flag)
+        # From now on a signal is a flag: the submit completes (its own timeouts bound
+        # it), then the watch below ends at once, the summary is printed and the
+        # topology killed; raised inside a submit, it could leave workers half started.
+        _signals.defer()
+    cluster.submit_topology(name, conf, topology)
     ready_at = time.time()  # submit returns once every worker is ready
     print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
     if spark is not None:
@@ -366,9 +370,7 @@ def _run(
         from tupletree.spark import placement
 
         print(placement.summary_line(cluster.master, placement.placed(cluster.workers(name))))
-    restarts = getattr(cluster, "worker_restarts", None)
-    if restarts is not None:
-        print(restarts_line(restarts(name)))
+        print(restarts_line(cluster.worker_restarts(name)))
     report = getattr(module, "report", None)
     if callable(report) and seen.ended is None:
         print(report(seen.metrics))

@@ -25,19 +25,25 @@ cleans up whenever that call returns (a thread cannot be killed from outside).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tupletree.cluster import ClusterBase, plan_rebalance
+from tupletree.cluster import ClusterBase, WorkerStats, plan_rebalance
 from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError, WorkerDiedError
+from tupletree.records.errors import TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics
+from tupletree.records.stalls import TimedOutTree
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
+from tupletree.runtime.log_capture import TopologyLogs
+from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.metrics import aggregate
-from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 
@@ -52,9 +58,10 @@ IDLE_SLEEP_SECS = 0.001
 class _Runner:
     """A worker driven by a background thread in real time."""
 
-    def __init__(self, worker: Worker, clock: RealClock) -> None:
+    def __init__(self, worker: Worker, clock: RealClock, logs: TopologyLogs) -> None:
         self.worker = worker
         self.clock = clock
+        self.logs = logs
         self.commands: deque[Callable[[], None]] = deque()
         self.wake = threading.Event()
         self.cond = threading.Condition()
@@ -65,6 +72,10 @@ class _Runner:
         )
 
     def _loop(self) -> None:
+        with self.logs.running(self.worker.name):
+            self._run()
+
+    def _run(self) -> None:
         worker, clock = self.worker, self.clock
         try:
             while not worker.stopping:
@@ -126,8 +137,9 @@ class _Runner:
 
 class LocalCluster(ClusterBase):
     """An in-process cluster: ``submit_topology``, ``kill_topology``, ``activate``,
-    ``deactivate``, ``metrics``, ``errors``, ``wait_idle`` and, with
-    ``simulate_time=True``, ``advance_time``."""
+    ``deactivate``, ``metrics``, ``errors`` (and their records), ``logs``,
+    ``worker_stats``, ``wait_idle`` and, with ``simulate_time=True``,
+    ``advance_time``."""
 
     def __init__(
         self,
@@ -149,6 +161,8 @@ class LocalCluster(ClusterBase):
         self._executors: dict[str, dict[str, int]] = {}
         self._requested_workers: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Log records of the topologies' components (WARNING and up): logs(name).
+        self._logs = TopologyLogs().install()
         self._start_ui()
 
     # -- topologies -----------------------------------------------------------------
@@ -172,11 +186,13 @@ class LocalCluster(ClusterBase):
             self._active[name] = not inactive
             self._executors[name] = {c: s.parallelism for c, s in topology.components.items()}
             self._requested_workers[name] = full_conf[Config.TOPOLOGY_WORKERS]
-        runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
+        clock = self.clock
+        runner = None if isinstance(clock, SimulatedClock) else _Runner(worker, clock, self._logs)
         if runner is not None:
             worker.wake = runner.wake.set
         try:
-            worker.start(active=not inactive)
+            with self._logs.running(name):
+                worker.start(active=not inactive)
         except BaseException:
             # Not started: the name stays free for a corrected topology.
             self._forget(name)
@@ -197,7 +213,8 @@ class LocalCluster(ClusterBase):
         worker = self._worker(name)
         runner = self._runners.get(name)
         if runner is None:
-            fn(worker)
+            with self._logs.running(name):
+                fn(worker)
         else:
             runner.call(lambda: fn(worker))
 
@@ -253,7 +270,8 @@ class LocalCluster(ClusterBase):
         worker = self._worker(name)
         runner = self._runners.get(name)
         if runner is None:  # simulated time: the caller's thread runs the worker
-            worker.shutdown()
+            with self._logs.running(name):
+                worker.shutdown()
         else:
             wait = worker.conf[Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS]
             if not runner.stop(wait):
@@ -278,6 +296,7 @@ class LocalCluster(ClusterBase):
             self._runners.pop(name, None)
             for table in (self._active, self._executors, self._requested_workers):
                 table.pop(name, None)
+        self._logs.forget(name)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
@@ -300,7 +319,7 @@ class LocalCluster(ClusterBase):
 
     # -- observation ----------------------------------------------------------------
 
-    def metrics(self, name: str) -> dict[str, dict[str, Any]]:
+    def metrics(self, name: str) -> dict[str, ComponentMetrics]:
         """Per component (and per task): emitted, transferred, executed, acked, failed,
         timed_out, errors and, for spouts, complete latency (mean, p50, p99 in ms)."""
         worker = self._worker(name)
@@ -313,8 +332,38 @@ class LocalCluster(ClusterBase):
         return self._worker(name).timed_out.records()
 
     def errors(self, name: str) -> list[str]:
-        """Errors reported by the topology's tasks (user exceptions), oldest first."""
-        return list(self._worker(name).errors)
+        """Errors reported by the topology's tasks (user exceptions) and its worker,
+        oldest first, as text (rendered from ``error_records`` and ``worker_events``)."""
+        return self._worker(name).errors.texts()
+
+    def error_records(self, name: str) -> list[TaskError]:
+        """The tasks' errors, oldest first (the newest MAX_ERRORS_KEPT)."""
+        return self._worker(name).errors.task_errors()
+
+    def worker_events(self, name: str) -> list[WorkerEvent]:
+        """The worker's own errors (its thread died, a value it could not serialize),
+        oldest first, kept apart from the tasks' errors."""
+        return self._worker(name).errors.events()
+
+    def logs(self, name: str) -> list[str]:
+        """Log records (WARNING and up) the topology's components logged on its worker's
+        thread, oldest first, ``LEVEL: logger: message`` (runtime/log_capture.py)."""
+        self._worker(name)
+        return self._logs.lines(name)
+
+    def worker_stats(self, name: str) -> dict[int, WorkerStats]:
+        """The one worker, 0: this process (``attempt`` and ``restarts`` 0, memory read
+        now, so its report is 0 s old)."""
+        self._worker(name)
+        stats: WorkerStats = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "attempt": 0,
+            "restarts": 0,
+            "rss_bytes": resident_bytes(),
+            "report_age_secs": 0.0,
+        }
+        return {0: stats}
 
     # -- time -----------------------------------------------------------------------
 
@@ -331,18 +380,20 @@ class LocalCluster(ClusterBase):
             clock.advance(step)
             remaining -= step
             for worker in list(self._workers.values()):
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
+                with self._logs.running(worker.name):
+                    worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once nothing is queued or executing and the spouts emitted nothing in
         their last round. False if ``timeout`` passed first (real time only);
         WorkerDiedError if a topology's worker thread died (never a silent True)."""
         if self.simulate_time:
-            return all(
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
-                for worker in list(self._workers.values())
-            )
+            return all(self._run_to_idle(worker) for worker in list(self._workers.values()))
         return all(runner.wait_idle(timeout) for runner in list(self._runners.values()))
+
+    def _run_to_idle(self, worker: Worker) -> bool:
+        with self._logs.running(worker.name):
+            return worker.run_until_idle(SIMULATED_MAX_ROUNDS)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -353,3 +404,4 @@ class LocalCluster(ClusterBase):
         for name in list(self._workers):
             self.kill_topology(name)
         self._stop_drpc()
+        self._logs.uninstall()

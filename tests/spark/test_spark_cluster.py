@@ -292,10 +292,13 @@ class Once(Spout):
 
 def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
     """A bolt raising on some tuples fails those trees, reports the error to the driver,
-    and keeps processing: no worker is restarted. Its log records reach the driver."""
+    and keeps processing: no worker is restarted. Its log records reach the driver. Each
+    error arrives as the record its worker made (pickled across, field by field), with
+    the worker and attempt that ran the task and when it happened."""
     b = TopologyBuilder()
     b.set_spout("words", Once(200))
     b.set_bolt("raiser", SometimesRaises(), parallelism=2).shuffle_grouping("words")
+    before = time.time()
     cluster.submit_topology("raises", CONF, b.create_topology())
     attempts = {i: w.attempt for i, w in cluster.workers("raises").items()}
     wait_for(
@@ -310,6 +313,17 @@ def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
     m = cluster.metrics("raises")
     assert m["words"]["failed"] == 20 and m["words"]["acked"] == 180
     assert any("cannot handle 'beta'" in e for e in cluster.errors("raises"))
+    wait_for(lambda: len(cluster.error_records("raises")) == 20, 30, "20 error records")
+    records = cluster.error_records("raises")
+    assert {(r.component, r.where, r.exception) for r in records} == {
+        ("raiser", "execute", "ValueError")
+    }
+    assert {r.message for r in records} == {"cannot handle 'beta'"}
+    assert all("raise ValueError" in r.traceback for r in records)
+    assert {(r.worker, r.attempt) for r in records} <= set(attempts.items())
+    assert all(before <= r.time <= time.time() for r in records)
+    assert [r.render() for r in records] == cluster.errors("raises")
+    assert cluster.worker_events("raises") == []
     assert any("user.bolt: saw gamma in pid" in line for line in cluster.logs("raises")), (
         "worker log records reach the driver"
     )

@@ -4,6 +4,7 @@
     GET  /api/v1/topology/<name>
     GET  /api/v1/topology/<name>/component/<id>
     GET  /api/v1/topology/<name>/history          tupletree: the charts' timeline
+    GET  /api/v1/topology/<name>/logs             tupletree: its workers' log lines
     POST /api/v1/topology/<name>/activate | deactivate | kill/<wait_secs>
     POST /api/v1/topology/<name>/rebalance/<wait_secs>   body: {"rebalanceOptions":
                                                    {"numWorkers": n, "executors": {...}}}
@@ -34,9 +35,10 @@ import asyncio
 import ipaddress
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -46,16 +48,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from tupletree.errors import TopologyRebalancingError
 from tupletree.ui import views
 from tupletree.ui.prometheus import ClusterCollector
-
-if TYPE_CHECKING:
-    from tupletree.ui.service import UIService
+from tupletree.ui.service import UIService
 
 log = logging.getLogger("tupletree.ui")
 
 API = "/api/v1"
 MAX_KILL_WAIT_SECS = 24 * 3600.0
 MAX_TIMED_OUT_SHOWN = 50
-SERVICE_KEY = web.AppKey("service", object)
+MAX_LOG_LINES_SHOWN = 500
+SERVICE_KEY = web.AppKey("service", UIService)
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
@@ -83,7 +84,7 @@ def _loopback(host: str) -> bool:
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    service: UIService = request.app[SERVICE_KEY]  # type: ignore[assignment]
+    service = request.app[SERVICE_KEY]
     if _loopback(service.server.host):
         host = urlsplit(f"//{request.host}").hostname or ""
         if not _loopback(host):
@@ -120,7 +121,7 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _service(request: web.Request) -> UIService:
-    return request.app[SERVICE_KEY]  # type: ignore[return-value]
+    return request.app[SERVICE_KEY]
 
 
 async def summary(request: web.Request) -> web.Response:
@@ -149,16 +150,19 @@ def _read_topology(service: UIService, name: str) -> dict[str, Any]:
     metrics = cluster.metrics(name)
     history = service.history(name)
     page = views.topology_page(
-        name, info, metrics, history.rates(), cluster.errors(name), service.graph(name)
+        name,
+        info,
+        metrics,
+        history.rates(),
+        cluster.error_records(name),
+        cluster.worker_events(name),
+        service.graph(name),
+        time.time(),
     )
-    stats = getattr(cluster, "worker_stats", None)
-    if stats is not None:
-        page["workers"] = [{"index": i} | w for i, w in stats(name).items()]
-    timed_out = getattr(cluster, "timed_out", None)
-    if timed_out is not None:
-        page["timedOutTrees"] = [
-            views.timed_out_entry(t) for t in list(timed_out(name))[-MAX_TIMED_OUT_SHOWN:]
-        ]
+    page["workers"] = [{"index": i, **w} for i, w in cluster.worker_stats(name).items()]
+    page["timedOutTrees"] = [
+        views.timed_out_entry(t) for t in cluster.timed_out(name)[-MAX_TIMED_OUT_SHOWN:]
+    ]
     return page
 
 
@@ -178,7 +182,8 @@ async def component(request: web.Request) -> web.Response:
         if cid not in metrics:
             raise ApiError(404, f"topology {name!r} has no component {cid!r}")
         rates = service.history(name).rates()
-        return views.component_page(name, info, cid, metrics, rates, cluster.errors(name))
+        records = cluster.error_records(name)
+        return views.component_page(name, info, cid, metrics, rates, records, time.time())
 
     return web.json_response(await _call(read))
 
@@ -193,6 +198,19 @@ async def history(request: web.Request) -> web.Response:
             "sampleSecs": service.sample_secs,
             "timeline": service.history(name).timeline(),
         }
+
+    return web.json_response(await _call(read))
+
+
+async def logs(request: web.Request) -> web.Response:
+    """The newest MAX_LOG_LINES_SHOWN of ``cluster.logs(name)``, oldest first (where an
+    error's ``errorWorkerLogLink`` points)."""
+    service = _service(request)
+    name = request.match_info["name"]
+
+    def read() -> dict[str, Any]:
+        lines = service.cluster.logs(name)
+        return {"topologyId": name, "total": len(lines), "logs": lines[-MAX_LOG_LINES_SHOWN:]}
 
     return web.json_response(await _call(read))
 
@@ -273,7 +291,7 @@ async def rebalance(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    registry: CollectorRegistry = request.app[REGISTRY_KEY]  # type: ignore[assignment]
+    registry = request.app[REGISTRY_KEY]
     body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
     response = web.Response(body=body)
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
@@ -294,7 +312,7 @@ def _static(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     return serve
 
 
-REGISTRY_KEY = web.AppKey("registry", object)
+REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
 
 
 def make_app(service: UIService) -> web.Application:
@@ -308,6 +326,7 @@ def make_app(service: UIService) -> web.Application:
     r.add_get(f"{API}/topology/{{name}}", topology)
     r.add_get(f"{API}/topology/{{name}}/component/{{component}}", component)
     r.add_get(f"{API}/topology/{{name}}/history", history)
+    r.add_get(f"{API}/topology/{{name}}/logs", logs)
     r.add_post(f"{API}/topology/{{name}}/activate", activate)
     r.add_post(f"{API}/topology/{{name}}/deactivate", deactivate)
     r.add_post(f"{API}/topology/{{name}}/kill/{{wait}}", kill)

@@ -11,6 +11,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_ADDRESS = "127.0.0.1:8080"
@@ -178,7 +179,7 @@ def format_stats(topo: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for row in rows:
