@@ -4,9 +4,10 @@ every submit makes, Storm's rebalance (its checks, and the REBALANCING status), 
 context-manager lifecycle.
 
 The two clusters differ in how they run workers; everything a user sees the same on
-both lives here once, so it cannot drift apart. tests/test_storm_scenarios.py and
-tests/test_transcripts.py run the Storm scenarios and the reliability transcripts on
-every cluster, through this protocol (the ``any_cluster`` fixture, tests/clusters.py).
+both lives here once, so it cannot drift apart. tests/scenarios/test_storm_scenarios.py
+and tests/scenarios/test_transcripts.py run the Storm scenarios and the reliability
+transcripts on every cluster, through this protocol (the ``any_cluster`` fixture,
+tests/clusters.py).
 
 Rebalance, as Storm's: the topology is deactivated, the trees in flight get
 ``wait_secs`` (default: the message timeout) to finish or fail, the tasks are dealt to

@@ -12,8 +12,9 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def _ship_workerfns() -> None:
     try:
-        import workerfns
         from pyspark import cloudpickle
+
+        from . import workerfns
     except ImportError:  # pyspark missing: the spark fixture skips these tests
         return
     cloudpickle.register_pickle_by_value(workerfns)

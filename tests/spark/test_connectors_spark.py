@@ -12,8 +12,8 @@ import uuid
 from typing import Any
 
 import pytest
-from tests.connectors.support import until
 
+from tests.connectors.support import until
 from tupletree import BasicBolt, Config, TopologyBuilder
 from tupletree.connectors import RetryPolicy, connector_totals
 from tupletree.spark.cluster import SparkCluster

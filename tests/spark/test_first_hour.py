@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tests.standalone import bare_python
 
+from tests.standalone import bare_python
 from tupletree.spark.errors import executor_import_hint
 from tupletree.spark.session import jvm_output_to
 

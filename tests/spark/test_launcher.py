@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 import pytest
-import workerfns
 
+from tests.spark import workerfns
 from tupletree.distributed.processes import pid_alive, wait_pids_gone
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
 from tupletree.spark.launcher import WorkerLauncher

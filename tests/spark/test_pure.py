@@ -114,22 +114,3 @@ def test_shortage_message_has_both_numbers():
         "topology", 2, SlotInfo(total=2, busy=1, master="local[2,4]", source="")
     )
     assert "needs 2 worker slots but Spark has only 1 free (2 in all, 1 busy" in busy
-
-
-def test_worker_gc_tunes_the_young_generation_and_restores_it():
-    """Inside a worker's loop the young generation is collected less often and start-up
-    objects are frozen; afterwards (Spark may reuse the process) all is as before, even
-    when the loop raised."""
-    import gc
-
-    from tupletree.distributed.worker_main import GC_YOUNG_THRESHOLD, worker_gc
-
-    before = gc.get_threshold()
-    assert gc.get_freeze_count() == 0
-    with pytest.raises(RuntimeError), worker_gc():
-        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
-        assert gc.get_freeze_count() > 0
-        assert gc.isenabled()
-        raise RuntimeError("the loop failed")
-    assert gc.get_threshold() == before
-    assert gc.get_freeze_count() == 0

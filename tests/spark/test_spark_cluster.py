@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from workerfns import NotRebuildable
 
+from tests.spark.workerfns import NotRebuildable
 from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout

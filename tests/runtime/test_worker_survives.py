@@ -27,7 +27,7 @@ from tupletree.runtime.executors import BACKOFF_MAX_SECS, next_tuple_backoff
 from tupletree.runtime.worker import Worker
 from tupletree.testing import AckFailTracker, FeederSpout
 
-from .clusters import until
+from ..clusters import until
 
 
 class BadStr(Exception):

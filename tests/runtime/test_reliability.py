@@ -14,7 +14,7 @@ from tupletree.reliability.ids import IdGenerator
 from tupletree.runtime.collectors import SpoutOutputCollector, TaskWiring
 from tupletree.testing import AckFailTracker, FeederSpout
 
-from .registry import Box
+from ..registry import Box
 
 
 def steering_collector(n_ackers: int, local: list[int]) -> SpoutOutputCollector:

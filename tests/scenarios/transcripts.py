@@ -7,9 +7,9 @@ child per entry of ``children`` (each with its own plan), anchored to itself (tw
 acks, failed as soon as one fails, and timed out otherwise.
 
 The same transcripts are played on the pure AckerLedger (``play_on_ledger``, every
-message order a seed gives, init included) and on every cluster by
-tests/test_transcripts.py (ScriptBolts at three levels execute the plans), so the core and
-both runtimes are held to one table of expectations.
+message order a seed gives, init included) and on every cluster by test_transcripts.py
+beside it (ScriptBolts at three levels execute the plans), so the core and both runtimes
+are held to one table of expectations.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from tupletree.testing import (
     read_tuples,
 )
 
-from .registry import entries, new_journal, record
+from ..registry import entries, new_journal, record
 
 TIMEOUT_CONF = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}
 

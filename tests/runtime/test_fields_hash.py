@@ -25,7 +25,7 @@ from tupletree.runtime.routing import SingleFieldRouter
 from tupletree.testing import MockedSources, complete_topology, read_tuples
 
 TESTS_DIR = Path(__file__).resolve().parent
-SRC_DIR = TESTS_DIR.parent / "src"
+SRC_DIR = TESTS_DIR.parents[1] / "src"
 
 KEYS: list[Any] = [
     "nathan",
@@ -105,7 +105,7 @@ def route_in_subprocess(hash_seed: str) -> dict[str, dict[str, int]]:
     proc = subprocess.run(
         [sys.executable, "-c", code],
         env=env,
-        cwd=str(TESTS_DIR.parent),
+        cwd=str(TESTS_DIR.parents[1]),
         capture_output=True,
         text=True,
         timeout=120,

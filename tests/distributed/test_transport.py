@@ -11,8 +11,8 @@ from collections import deque
 from typing import Any
 
 import zmq
-from workerfns import NotRebuildable
 
+from tests.spark.workerfns import NotRebuildable
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.transport import Transport
 from tupletree.topology.fields import Fields

@@ -1,7 +1,7 @@
 """Misuse that used to be silent gets a clear error (issue 13, items 8 and 9).
 
-- ``emit({"word": "hello"})`` sent the dict's keys (tests/test_emit_checks.py has it
-  with the other bad emits);
+- ``emit({"word": "hello"})`` sent the dict's keys (tests/runtime/test_emit_checks.py has
+  it with the other bad emits);
 - an ``execute`` written as a generator ran nothing and acked;
 - acking another topology's tuple made that topology's tree time out, with no error;
 - ``emit`` returned the router's own list, so a caller changing it changed routing;
@@ -19,7 +19,7 @@ from tupletree import BasicBolt, Bolt, InvalidTopologyError, Spout, TopologyBuil
 from tupletree.testing import AckFailTracker, FeederSpout
 from tupletree.topology.groupings import CustomStreamGrouping
 
-from .registry import Box
+from ..registry import Box
 
 # -- generator and async methods ---------------------------------------------------------
 

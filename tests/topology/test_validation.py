@@ -27,7 +27,7 @@ from tupletree.testing import (
 )
 from tupletree.topology.groupings import CustomStreamGrouping
 
-from .registry import entries, new_journal, record
+from ..registry import entries, new_journal, record
 
 CONF = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 10}
 

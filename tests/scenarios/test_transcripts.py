@@ -1,5 +1,6 @@
-"""The reliability transcripts (tests/transcripts.py) on the pure ledger, in many message
-orders, and end to end on every cluster: one table of expected outcomes for all."""
+"""The reliability transcripts (transcripts.py beside this file) on the pure ledger, in
+many message orders, and end to end on every cluster: one table of expected outcomes for
+all."""
 
 from __future__ import annotations
 

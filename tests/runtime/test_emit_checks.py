@@ -12,7 +12,7 @@ import pytest
 from tupletree import BasicBolt, TopologyBuilder
 from tupletree.testing import AckFailTracker, FeederSpout
 
-from .registry import entries, new_journal, record
+from ..registry import entries, new_journal, record
 
 
 class Emits(BasicBolt):

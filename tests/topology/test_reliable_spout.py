@@ -6,7 +6,7 @@ from typing import Any
 
 from tupletree import Bolt, Config, ReliableSpout, TopologyBuilder
 
-from .registry import Box
+from ..registry import Box
 
 
 class Messages(ReliableSpout):
