@@ -1,5 +1,6 @@
-"""The README's Python examples run as written (the tour, then the testing example,
-which uses the tour's topology and Split bolt)."""
+"""The README is a front door: its Python examples run as written (the tour, then the
+testing example, which uses the tour's topology and Split bolt), and it stays short;
+what does not fit is a page under docs/."""
 
 from __future__ import annotations
 
@@ -28,3 +29,16 @@ def test_tour_and_testing_examples_run():
     finally:
         del sys.modules[module.__name__]
     assert module.tracker.acked == {1}
+
+
+MAX_LINES = 250
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    """At most ``MAX_LINES`` lines, and every page it links to exists (a link is how the
+    rest is reached: a page moved without its link would leave a dead end)."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= MAX_LINES
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert "docs/README.md" in links
+    assert [link for link in links if not (README.parent / link).exists()] == []

@@ -3,8 +3,8 @@
 Decision: the per-tuple path (tuples, collectors, executors, routing, the reliability
 core) is plain, type-annotated Python that mypyc compiles to C extension modules when
 tupletree is built (setup.py). The compiled code runs the same source with the same
-semantics and about half the instructions (bench/instructions.sh; the figures are in
-notes/performance.md and the README); where no C compiler is at hand, or with
+semantics and far fewer instructions (bench/instructions.sh; the figures are in
+notes/performance.md); where no C compiler is at hand, or with
 ``TUPLETREE_PURE=1`` at build time, the same modules run interpreted.
 
 The rules that keep these modules compilable and fast: no attributes created with

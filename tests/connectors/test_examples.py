@@ -1,5 +1,6 @@
-"""The README's connector examples and examples/*.py pipelines run as written, against
-the brokers of this machine (each skipped, with the reason, where its broker is down)."""
+"""The connector examples of docs/connectors.md and the examples/*.py pipelines run as
+written, against the brokers of this machine (each skipped, with the reason, where its
+broker is down)."""
 
 from __future__ import annotations
 
@@ -70,19 +71,20 @@ def nats_up() -> str | None:
     return None
 
 
+PAGE = ROOT / "docs" / "connectors.md"
+
+
 def connector_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Connectors\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 
 
 def run_block(code: str, name: str) -> Any:
-    """Run a README block as a script of its own (components are copied with pickle,
+    """Run a page's block as a script of its own (components are copied with pickle,
     which finds classes by module name)."""
     module = types.ModuleType(name)
     sys.modules[name] = module
     try:
-        exec(compile(code, f"README.md ({name})", "exec"), module.__dict__)
+        exec(compile(code, f"docs/connectors.md ({name})", "exec"), module.__dict__)
     finally:
         del sys.modules[name]
     return module
@@ -93,21 +95,21 @@ def run_block(code: str, name: str) -> Any:
     [(0, redis_up), (1, rabbitmq_up), (2, kafka_up), (3, nats_up)],
     ids=["redis", "rabbitmq", "kafka", "jetstream"],
 )
-def test_the_readme_connector_examples_run(index: int, up: Any, capsys: Any) -> None:
+def test_the_docs_connector_examples_run(index: int, up: Any, capsys: Any) -> None:
     reason = up()
     if reason:
         pytest.skip(reason)
     blocks = connector_blocks()
     assert len(blocks) == 4
-    module = run_block(blocks[index], f"readme_connectors_{index}")
+    module = run_block(blocks[index], f"docs_connectors_{index}")
     printed = capsys.readouterr().out
     if index == 0:
         assert "'acked': 100" in printed
-        assert module.r.xpending("readme-orders", "shop")["pending"] == 0
-        module.r.delete("readme-orders", "readme-shouted", "readme-dead")
+        assert module.r.xpending("example-orders", "shop")["pending"] == 0
+        module.r.delete("example-orders", "example-shouted", "example-dead")
     elif index == 1:
         assert printed.strip() == "0 100"
-        for queue in ("readme-orders", "readme-shouted"):
+        for queue in ("example-orders", "example-shouted"):
             module.channel.queue_delete(queue)
     elif index == 2:
         assert printed.strip() == "[50, 50]"

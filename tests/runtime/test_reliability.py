@@ -199,7 +199,7 @@ class PassOn(BasicBolt):
 
 @pytest.mark.parametrize("ackers", [1, 2])
 def test_each_spout_task_hears_the_acks_of_its_own_messages(sim_cluster, ackers):
-    """The README's promise, "ack/fail delivered to the very spout task that emitted the
+    """docs/topologies.md's promise, "ack/fail delivered to the very spout task that emitted the
     tuple": with three spout tasks, each hears an ack for every message it emitted and
     for nothing else, before any timeout could fail them."""
     box = Box()

@@ -6,8 +6,8 @@ task delivers its acker replies and, unless max spout pending is reached or a bo
 inbox is over ``topology.executor.receive.buffer.size`` (backpressure), polls
 ``next_tuple`` up to ``spout_calls`` times. One thread means no locks on the hot path
 and a deterministic order in simulated time; the cost is that a blocking ``execute``
-stalls the whole worker (see README: run I/O-bound work in its own worker or bolt
-threads of your own that hand results back through a queue).
+stalls the whole worker (docs/how-it-runs.md: run I/O-bound work in its own worker or
+bolt threads of your own that hand results back through a queue).
 
 The loop is ``step(now)``, one round of it: the periodic duties that are due at
 ``now`` (spout and acker timeout rotation, tick tuples), frames from other workers
