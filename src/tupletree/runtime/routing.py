@@ -60,8 +60,8 @@ class LoadAwareShuffleRouter:
     worker-local targets while their average load stays under
     ``topology.localityaware.higher.bound``; over every target from then until it falls
     under ``topology.localityaware.lower.bound``. A tuple that stays in its worker is handed
-    over in memory; one that crosses is encoded, sent and rebuilt (about a microsecond all
-    told, bench/transport.py).
+    over in memory; one that crosses is encoded, sent and rebuilt (its cost:
+    bench/transport.py, notes/performance.md).
 
     Load is Storm's: queued tuples over the receive buffer size
     (``topology.executor.receive.buffer.size``), averaged over the local targets.
