@@ -1,0 +1,1 @@
+"""Trident: exactly-once batches over an ordinary topology."""
