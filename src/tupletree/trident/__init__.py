@@ -1,1 +1,1 @@
-"""Trident: exactly-once batches over an ordinary topology."""
+"""Trident: Storm's exactly-once API (batches, txids, states) on tupletree."""
