@@ -47,6 +47,14 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # Trident (tupletree.trident). Storm's: the master batch coordinator starts at most one
+    # batch per interval; a plain Spout under Trident gives at most this many tuples per
+    # batch (RichSpoutBatchExecutor). Not Storm's: where the coordinator keeps its txids
+    # and the spouts their batch metadata (Storm: ZooKeeper), a tupletree.store backend.
+    TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
+    TOPOLOGY_SPOUT_MAX_BATCH_SIZE = "topology.spout.max.batch.size"
+    TOPOLOGY_TRIDENT_PROGRESS_STORE = "topology.trident.progress.store"
+    TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG = "topology.trident.progress.store.config"
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -103,6 +111,26 @@ def _bool(value: Any) -> str | None:
     return None
 
 
+# Trident's progress store: the kinds tupletree.store opens (None: a memory store of
+# the built topology's own, see trident/progress.py). Named here, not imported: config
+# sits below the store.
+_STORE_KINDS = ("memory", "sqlite", "redis", "postgresql")
+
+
+def _store_kind(value: Any) -> str | None:
+    if value is None or value in _STORE_KINDS:
+        return None
+    return f"must be one of {list(_STORE_KINDS)} or None, got {value!r}"
+
+
+def _store_config(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        return f"must be a dict of str keys or None, got {type(value).__name__} {value!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class Setting:
     """A known key's default and the check its values must pass (a message, or None)."""
@@ -137,6 +165,11 @@ SETTINGS: dict[str, Setting] = {
         None, _number(positive=True, maximum=_DAY, optional=True)
     ),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
+    # Trident (tupletree.trident)
+    Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: Setting(500, _int(0, 3_600_000)),
+    Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: Setting(1000, _int(1, 10**7)),
+    Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: Setting(None, _store_kind),
+    Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: Setting(None, _store_config),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}
