@@ -328,11 +328,15 @@ class TridentBolt(Bolt):
             values = tup.values
             batch = self._batch(spec.group, values[0])
             if batch is not None and not batch.failed:
-                batch.tally.received += 1
+                tally = batch.tally
+                tally.received += 1
                 try:
                     spec.send(batch, spec.make(values[1:]))
                 except Exception as exc:
                     self._error(batch, exc)
+                else:
+                    if batch.held is not None and tally.reports >= spec.group.needed:
+                        self._late(batch)  # a tuple behind its report (not FIFO)
             self.collector.ack(tup)
         elif kind is COORD:
             batch = self._batch(spec.group, tup[0])
@@ -456,18 +460,32 @@ class TridentBolt(Bolt):
                     collector.fail(tup)
                     return
             elif status == OVER:
-                t = batch.tally
-                collector.report_error(
-                    RuntimeError(
-                        f"{self.plan.name}: batch {batch.bid} of group {g.name}: received "
-                        f"{t.received} tuples but upstream reported {t.expected}; failing it"
-                    )
-                )
-                self._fail_batch(batch)
+                self._over(batch)
                 collector.fail(tup)
                 return
         if not delayed:
             collector.ack(tup)
+
+    def _late(self, batch: TrackedBatch) -> None:
+        """Every report was in before this data tuple: complete (or over) now?"""
+        g = batch.group
+        if (g.commit and not batch.received_commit) or (g.emitters and not batch.emitted):
+            return
+        status = batch.tally.status(g.needed)
+        if status == COMPLETE:
+            self._finish(batch, batch.held)
+        elif status == OVER:
+            self._over(batch)
+
+    def _over(self, batch: TrackedBatch) -> None:
+        t = batch.tally
+        self.collector.report_error(
+            RuntimeError(
+                f"{self.plan.name}: batch {batch.bid} of group {batch.group.name}: received "
+                f"{t.received} tuples but upstream reported {t.expected}; failing it"
+            )
+        )
+        self._fail_batch(batch)
 
     def _finish(self, batch: TrackedBatch, anchor: Any) -> bool:
         g = batch.group
