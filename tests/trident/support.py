@@ -103,7 +103,8 @@ class RecordingState(MapState, Snapshottable):
     (after the updates were written: the replay must not count them twice)."""
 
     def __init__(self, inner: State, partition: int, journal: Any, fail_begin: set[int],
-                 fail_commit: set[int], failed: Any) -> None:
+                 fail_commit: set[int], failed: Any, on_fail: Any = None) -> None:
+        self.on_fail = on_fail
         self.inner = inner
         self.partition = partition
         self.journal = journal
@@ -117,6 +118,9 @@ class RecordingState(MapState, Snapshottable):
         key = (self.partition, txid, where)
         if key not in entries(self.failed):
             record(self.failed, key)
+            if self.on_fail is not None:
+                box, changes = self.on_fail
+                box.get().update(changes)
             raise FailedException(f"test: failing the {where} of txid {txid} once")
 
     def begin_commit(self, txid: Any) -> None:
@@ -151,7 +155,8 @@ class RecordingState(MapState, Snapshottable):
 
 class RecordingFactory(StateFactory):
     def __init__(self, inner: StateFactory, fail_begin: set[int] = frozenset(),
-                 fail_commit: set[int] = frozenset()) -> None:
+                 fail_commit: set[int] = frozenset(), on_fail: Any = None) -> None:
+        self.on_fail = on_fail  # (Box, {...}): what the box gets when a failure is made
         self.inner = inner
         self.state_type = inner.state_type
         self.requires_deterministic_batches = inner.requires_deterministic_batches
@@ -163,7 +168,7 @@ class RecordingFactory(StateFactory):
     def make_state(self, conf: Any, metrics: Any, partition_index: int, num_partitions: int) -> State:
         inner = self.inner.make_state(conf, metrics, partition_index, num_partitions)
         return RecordingState(inner, partition_index, self.journal, self.fail_begin,
-                              self.fail_commit, self.failed)
+                              self.fail_commit, self.failed, self.on_fail)
 
     def commits(self) -> list[tuple[int, Any]]:
         """(partition, txid) of every commit that went through, in order."""
@@ -294,3 +299,97 @@ def coordinator_view(cluster: Any, name: str) -> dict[str, Any]:
 
     (snap,) = cluster.metrics(name)[master_id("bg0")]["custom"]["trident"].values()
     return snap
+
+
+# -- a partitioned source whose partitions can become unreadable --------------------
+
+
+class _SeqCoordinator:
+    """Ready for txids up to box["max_txid"] (so a zero emit interval stays finite)."""
+
+    def __init__(self, box: Any, partitions: list[str]) -> None:
+        self.box = box
+        self.partitions = partitions
+
+    def get_partitions_for_batch(self) -> list[str]:
+        return list(self.partitions)
+
+    def is_ready(self, txid: int) -> bool:
+        return txid <= self.box.get().get("max_txid", 10**9)
+
+    def close(self) -> None:
+        pass
+
+
+class _SeqEmitter:
+    """Partition p holds records "p-0", "p-1", ... up to ``records``; a batch takes up
+    to ``per_batch`` of each. A partition in box["unreadable"] cannot be read: a new
+    batch takes nothing from it (the metadata stays), a re-emit of it raises."""
+
+    def __init__(self, box: Any, records: int, per_batch: int) -> None:
+        self.box, self.records, self.per_batch = box, records, per_batch
+
+    def get_ordered_partitions(self, info: Any) -> list[str]:
+        return list(info)
+
+    def get_partitions_for_task(self, index: int, tasks: int, ordered: list[str]) -> list[str]:
+        return ordered[index::tasks]
+
+    def refresh_partitions(self, mine: list[str]) -> None:
+        pass
+
+    def _unreadable(self, p: str) -> bool:
+        return p in self.box.get().get("unreadable", ())
+
+    def emit_batch_new(self, tx: Any, collector: Any, partitions: Any, last: Any) -> dict:
+        metas = {}
+        for p in sorted(partitions):
+            start = last[p]["next"] if last.get(p) else 0
+            end = start if self._unreadable(p) else min(start + self.per_batch, self.records)
+            for i in range(start, end):
+                collector.emit([f"{p}-{i}"])
+            metas[p] = {"first": start, "next": end}
+        return metas
+
+    def re_emit_partition_batch(self, tx: Any, collector: Any, p: str, meta: Any) -> None:
+        if meta is None or meta["first"] == meta["next"]:
+            return
+        if self._unreadable(p):
+            raise OSError(f"partition {p} is unavailable")
+        for i in range(meta["first"], meta["next"]):
+            collector.emit([f"{p}-{i}"])
+
+    def close(self) -> None:
+        pass
+
+
+class _SeqBase:
+    def __init__(self, box: Any, partitions: int = 3, records: int = 10, per_batch: int = 2):
+        self.box = box
+        self.partitions = [f"p{i}" for i in range(partitions)]
+        self.records, self.per_batch = records, per_batch
+
+    def get_coordinator(self, conf: Any, context: Any) -> Any:
+        return _SeqCoordinator(self.box, self.partitions)
+
+    def get_emitter(self, conf: Any, context: Any) -> Any:
+        return _SeqEmitter(self.box, self.records, self.per_batch)
+
+    def get_output_fields(self) -> Any:
+        from tupletree import Fields
+
+        return Fields("word")
+
+
+from tupletree.trident.spout import (  # noqa: E402
+    IOpaquePartitionedTridentSpout,
+    IPartitionedTridentSpout,
+)
+
+
+class SeqTransactional(_SeqBase, IPartitionedTridentSpout):
+    pass
+
+
+class SeqOpaque(_SeqBase, IOpaquePartitionedTridentSpout):
+    pass
