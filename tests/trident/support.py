@@ -31,8 +31,25 @@ SENTENCES = [
 
 
 def many_sentences(n: int) -> list[str]:
-    words = "the cow moon man store candy four score seven apples eat be not person".split()
-    return [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(1 + i % 5)) for i in range(n)]
+    words = [
+        "the",
+        "cow",
+        "moon",
+        "man",
+        "store",
+        "candy",
+        "four",
+        "score",
+        "seven",
+        "apples",
+        "eat",
+        "be",
+        "not",
+        "person",
+    ]
+    return [
+        " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(1 + i % 5)) for i in range(n)
+    ]
 
 
 def word_counts(sentences: list[str]) -> dict[str, int]:
@@ -102,8 +119,16 @@ class RecordingState(MapState, Snapshottable):
     commit phase of txids in ``fail_begin`` (before any update) or ``fail_commit``
     (after the updates were written: the replay must not count them twice)."""
 
-    def __init__(self, inner: State, partition: int, journal: Any, fail_begin: set[int],
-                 fail_commit: set[int], failed: Any, on_fail: Any = None) -> None:
+    def __init__(
+        self,
+        inner: State,
+        partition: int,
+        journal: Any,
+        fail_begin: set[int],
+        fail_commit: set[int],
+        failed: Any,
+        on_fail: Any = None,
+    ) -> None:
         self.on_fail = on_fail
         self.inner = inner
         self.partition = partition
@@ -154,8 +179,13 @@ class RecordingState(MapState, Snapshottable):
 
 
 class RecordingFactory(StateFactory):
-    def __init__(self, inner: StateFactory, fail_begin: set[int] = frozenset(),
-                 fail_commit: set[int] = frozenset(), on_fail: Any = None) -> None:
+    def __init__(
+        self,
+        inner: StateFactory,
+        fail_begin: set[int] = frozenset(),
+        fail_commit: set[int] = frozenset(),
+        on_fail: Any = None,
+    ) -> None:
         self.on_fail = on_fail  # (Box, {...}): what the box gets when a failure is made
         self.inner = inner
         self.state_type = inner.state_type
@@ -165,10 +195,19 @@ class RecordingFactory(StateFactory):
         self.fail_begin = set(fail_begin)
         self.fail_commit = set(fail_commit)
 
-    def make_state(self, conf: Any, metrics: Any, partition_index: int, num_partitions: int) -> State:
+    def make_state(
+        self, conf: Any, metrics: Any, partition_index: int, num_partitions: int
+    ) -> State:
         inner = self.inner.make_state(conf, metrics, partition_index, num_partitions)
-        return RecordingState(inner, partition_index, self.journal, self.fail_begin,
-                              self.fail_commit, self.failed, self.on_fail)
+        return RecordingState(
+            inner,
+            partition_index,
+            self.journal,
+            self.fail_begin,
+            self.fail_commit,
+            self.failed,
+            self.on_fail,
+        )
 
     def commits(self) -> list[tuple[int, Any]]:
         """(partition, txid) of every commit that went through, in order."""
@@ -182,10 +221,10 @@ class Collect(BaseStateUpdater):
         self.journal = new_journal()
 
     def update_state(self, state: Any, tuples: list[Any], collector: Any) -> None:
-        record(self.journal, (state.txid, sorted(list(t) for t in tuples)))
+        record(self.journal, (state.txid, sorted((list(t) for t in tuples), key=repr)))
 
     def rows(self) -> list[list[Any]]:
-        return sorted(r for _, rows in entries(self.journal) for r in rows)
+        return sorted((r for _, rows in entries(self.journal) for r in rows), key=repr)
 
 
 class TxidState(State):
@@ -210,7 +249,9 @@ class TxidStateFactory(StateFactory):
 
     state_type = _ST.TRANSACTIONAL
 
-    def make_state(self, conf: Any, metrics: Any, partition_index: int, num_partitions: int) -> State:
+    def make_state(
+        self, conf: Any, metrics: Any, partition_index: int, num_partitions: int
+    ) -> State:
         return TxidState()
 
 

@@ -8,7 +8,7 @@ import copy
 import pickle
 from typing import Any
 
-from tupletree import Config, Fields
+from tupletree import Fields
 from tupletree.config import validate
 from tupletree.runtime.context import TopologyContext
 from tupletree.runtime.worker import make_layout
@@ -35,7 +35,9 @@ class Collector:
         self.emitted.append((stream, None, list(values), anchors))
         return [99]
 
-    def emit_direct(self, task: int, values: Any, anchors: Any = None, stream: str = "default") -> list[int]:
+    def emit_direct(
+        self, task: int, values: Any, anchors: Any = None, stream: str = "default"
+    ) -> list[int]:
         self.emitted.append((stream, task, list(values), anchors))
         return [task]
 

@@ -37,7 +37,9 @@ def test_batches_process_in_parallel_and_commit_in_txid_order(sim_cluster):
         .persistent_aggregate(factory, Count(), Fields("count"))
     )
     built = topology.build()
-    (bolt,) = [c for c, s in built.components.items() if any(i.stream == "$commit" for i in s.inputs)]
+    (bolt,) = [
+        c for c, s in built.components.items() if any(i.stream == "$commit" for i in s.inputs)
+    ]
     box = Box()
     wrapper = HoldAndFail(built.components[bolt].obj, box, hold=2, fail_commit={3})
     built.components[bolt].obj = wrapper

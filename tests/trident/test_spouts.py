@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tupletree import Config, Fields, Spout
 from tupletree.errors import InvalidTopologyError
 from tupletree.trident import TridentTopology
 from tupletree.trident.builtin import Count
 from tupletree.trident.state import MemoryMapState
 from tupletree.trident.testing import FixedBatchSpout
-
-import pytest
 
 from ..registry import Box, entries, new_journal, record
 from .support import (
@@ -46,9 +46,7 @@ def run(cluster: Any, spout_cls: type, seconds: int, interval: int) -> tuple[Box
     box = Box()
     box.get()["max_txid"] = 25
     memory = MemoryMapState.Factory()
-    factory = RecordingFactory(
-        memory, fail_begin={FAIL_AT}, on_fail=(box, {"unreadable": {"p1"}})
-    )
+    factory = RecordingFactory(memory, fail_begin={FAIL_AT}, on_fail=(box, {"unreadable": {"p1"}}))
     spout = spout_cls(box, partitions=3, records=10, per_batch=2)
     conf = sim_conf(
         **{
@@ -66,7 +64,7 @@ def read(memory: Any) -> dict[str, int]:
 
 
 def test_transactional_spout_stops_at_an_unreadable_partition_and_says_where(sim_cluster):
-    box, memory, factory = run(sim_cluster, SeqTransactional, 12, 100)
+    box, memory, _ = run(sim_cluster, SeqTransactional, 12, 100)
     view = coordinator_view(sim_cluster, "kinds")
     assert view["currentTxid"] == FAIL_AT  # stuck: never past the batch it cannot replay
     assert view["replayed"] >= 3
@@ -95,7 +93,7 @@ def test_transactional_spout_stops_at_an_unreadable_partition_and_says_where(sim
 
 
 def test_opaque_spout_goes_on_without_the_partition_with_exact_counts(sim_cluster):
-    box, memory, factory = run(sim_cluster, SeqOpaque, 12, 0)
+    box, memory, _ = run(sim_cluster, SeqOpaque, 12, 0)
     view = coordinator_view(sim_cluster, "kinds")
     assert view["currentTxid"] > FAIL_AT + 3  # it went on
     counts = read(memory)

@@ -57,8 +57,7 @@ def tutorial(drpc: Any, factory: Any) -> tuple[TridentTopology, Any]:
 
 def aggregating_bolt(built: Any) -> str:
     (cid,) = [
-        c for c, spec in built.components.items()
-        if any(s.stream == "$commit" for s in spec.inputs)
+        c for c, spec in built.components.items() if any(s.stream == "$commit" for s in spec.inputs)
     ]
     return cid
 
@@ -116,7 +115,8 @@ def test_tutorial_counts_are_exact_while_attempt_zero_of_every_batch_fails(sim_c
 def test_tutorial_answers_storms_example(sim_cluster):
     """Storm's tutorial: four sentences; "cat the dog jumped" is [[5]]."""
     spout = FixedBatchSpout(
-        Fields("sentence"), 3,
+        Fields("sentence"),
+        3,
         ["the cow jumped over the moon"],
         ["the man went to the store and bought some candy"],
         ["four score and seven years ago"],

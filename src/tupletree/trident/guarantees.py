@@ -66,12 +66,6 @@ def judge(
         )
     if spout_type == "drpc":
         return False, "a DRPC stream has no txids, so nothing can skip a replay"
-    if spout_type == OPAQUE and state_type == TRANSACTIONAL:
-        return False, (
-            "an opaque spout may bring other tuples under a replayed txid, and a "
-            "transactional state skips a txid it has applied: those tuples would be lost "
-            "(use an opaque state)"
-        )
     if append_only and spout_type != TRANSACTIONAL:
         return False, (
             "an append-only sink writes what a batch brings; it needs a transactional "
@@ -85,6 +79,12 @@ def judge(
         )
     if append_only:
         return True, "a transactional spout, routed deterministically to the sink's partitions"
+    if spout_type == OPAQUE and state_type == TRANSACTIONAL:
+        return False, (
+            "an opaque spout may bring other tuples under a replayed txid, and a "
+            "transactional state skips a txid it has applied: those tuples would be lost "
+            "(use an opaque state)"
+        )
     return True, f"a {spout_type} spout and a {state_type} state"
 
 

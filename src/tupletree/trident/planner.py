@@ -362,7 +362,13 @@ def _spout_spec(gspec: GroupSpec, spout_node: Node) -> SpoutSpec:
     return s
 
 
+MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
+
+
 def _parallelism(u: _Unit, nodes: list[Node]) -> int:
+    """The largest hint of the bolt's operations (and of a partition into it), capped by
+    a spout's ``topology.max.task.parallelism`` (FixedBatchSpout says 1: every task of a
+    batch spout would emit the batch), as Storm's planner caps it."""
     hints = [n.parallelism for n in (*u.nodes, *u.spouts) if n.parallelism]
     members = {n.id for n in (*u.nodes, *u.spouts)}
     for n in nodes:  # a hint on a partition goes to the bolt after it
@@ -370,7 +376,14 @@ def _parallelism(u: _Unit, nodes: list[Node]) -> int:
             for m in nodes:
                 if n in m.parents and m.id in members:
                     hints.append(n.parallelism)
-    return max(hints, default=1)
+    p = max(hints, default=1)
+    for s in u.spouts:
+        get = getattr(getattr(s.spout, "spout", None), "get_component_configuration", None)
+        conf = get() if callable(get) else None
+        cap = (conf or {}).get(MAX_TASK_PARALLELISM)
+        if isinstance(cap, int) and cap >= 1:
+            p = min(p, cap)
+    return p
 
 
 def _name_units(units: list[_Unit]) -> None:

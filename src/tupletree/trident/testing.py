@@ -77,6 +77,9 @@ class FixedBatchSpout(IBatchSpout):
     def get_output_fields(self) -> Fields:
         return self.fields
 
+    def get_component_configuration(self) -> dict[str, Any]:
+        return {"topology.max.task.parallelism": 1}  # each task would emit every batch
+
 
 class FeederBatchSpout(IBatchSpout):
     """Batches fed from the test's thread: ``feed(rows)`` queues one batch (a list of
@@ -117,3 +120,6 @@ class FeederBatchSpout(IBatchSpout):
 
     def get_output_fields(self) -> Fields:
         return self.fields
+
+    def get_component_configuration(self) -> dict[str, Any]:
+        return {"topology.max.task.parallelism": 1}
