@@ -356,7 +356,7 @@ class _SeqCoordinator:
         return list(self.partitions)
 
     def is_ready(self, txid: int) -> bool:
-        return txid <= self.box.get().get("max_txid", 10**9)
+        return self.box is None or txid <= self.box.get().get("max_txid", 10**9)
 
     def close(self) -> None:
         pass
@@ -367,8 +367,8 @@ class _SeqEmitter:
     to ``per_batch`` of each. A partition in box["unreadable"] cannot be read: a new
     batch takes nothing from it (the metadata stays), a re-emit of it raises."""
 
-    def __init__(self, box: Any, records: int, per_batch: int) -> None:
-        self.box, self.records, self.per_batch = box, records, per_batch
+    def __init__(self, box: Any, records: int, per_batch: int, words: int = 0) -> None:
+        self.box, self.records, self.per_batch, self.words = box, records, per_batch, words
 
     def get_ordered_partitions(self, info: Any) -> list[str]:
         return list(info)
@@ -380,7 +380,7 @@ class _SeqEmitter:
         pass
 
     def _unreadable(self, p: str) -> bool:
-        return p in self.box.get().get("unreadable", ())
+        return self.box is not None and p in self.box.get().get("unreadable", ())
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: Any, last: Any) -> dict:
         metas = {}
@@ -388,7 +388,7 @@ class _SeqEmitter:
             start = last[p]["next"] if last.get(p) else 0
             end = start if self._unreadable(p) else min(start + self.per_batch, self.records)
             for i in range(start, end):
-                collector.emit([f"{p}-{i}"])
+                collector.emit([self.word(p, i)])
             metas[p] = {"first": start, "next": end}
         return metas
 
@@ -398,15 +398,26 @@ class _SeqEmitter:
         if self._unreadable(p):
             raise OSError(f"partition {p} is unavailable")
         for i in range(meta["first"], meta["next"]):
-            collector.emit([f"{p}-{i}"])
+            collector.emit([self.word(p, i)])
+
+    def word(self, p: str, i: int) -> str:
+        """Record i of partition p: "p-i", or with ``words`` one of that many words."""
+        if self.words:
+            return f"w{(int(p[1:]) * 7 + i) % self.words}"
+        return f"{p}-{i}"
 
     def close(self) -> None:
         pass
 
 
 class _SeqBase:
-    def __init__(self, box: Any, partitions: int = 3, records: int = 10, per_batch: int = 2):
+    """``box`` None: always readable and ready (a spout that works in any process)."""
+
+    def __init__(
+        self, box: Any, partitions: int = 3, records: int = 10, per_batch: int = 2, words: int = 0
+    ):
         self.box = box
+        self.words = words
         self.partitions = [f"p{i}" for i in range(partitions)]
         self.records, self.per_batch = records, per_batch
 
@@ -414,7 +425,7 @@ class _SeqBase:
         return _SeqCoordinator(self.box, self.partitions)
 
     def get_emitter(self, conf: Any, context: Any) -> Any:
-        return _SeqEmitter(self.box, self.records, self.per_batch)
+        return _SeqEmitter(self.box, self.records, self.per_batch, self.words)
 
     def get_output_fields(self) -> Any:
         from tupletree import Fields
