@@ -320,6 +320,7 @@ def test_memory_map_state_is_shared_per_factory_and_partition() -> None:
         assert other_partition.multi_get([("the",)]) == [None]
         assert other_factory.multi_get([("the",)]) == [None]
         assert factory.state_type is query.state_type is StateType.OPAQUE
+        assert factory.shared_across_hosts is False  # one process
         factory = pickle.loads(pickle.dumps(factory))  # as shipped to a worker
         assert factory.make_state({}, None, 1, 2).multi_get([("the",)]) == [2]
     finally:

@@ -108,7 +108,7 @@ BACKINGS = {
 
 
 @pytest.mark.parametrize("backing", sorted(BACKINGS))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(txids=transactional_txids())
 def test_transactional_map_applies_each_txid_once(backing, txids) -> None:
     state = TransactionalMap.build(BACKINGS[backing](StateType.TRANSACTIONAL)())
@@ -118,7 +118,7 @@ def test_transactional_map_applies_each_txid_once(backing, txids) -> None:
 
 
 @pytest.mark.parametrize("backing", sorted(BACKINGS))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(txids=opaque_txids())
 def test_opaque_map_counts_only_the_last_attempt_of_each_txid(backing, txids) -> None:
     state = OpaqueMap.build(BACKINGS[backing](StateType.OPAQUE)(), partition=3)
@@ -127,7 +127,7 @@ def test_opaque_map_counts_only_the_last_attempt_of_each_txid(backing, txids) ->
     assert state.multi_get(keys) == [expected.get(k) for k in keys]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(txids=opaque_txids())
 def test_every_committed_batch_costs_one_get_and_one_put_per_call(txids) -> None:
     """The I/O promise across replays: a batch of one call reads once and writes once,

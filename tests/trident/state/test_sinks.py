@@ -197,6 +197,7 @@ def test_sink_factories_declare_what_the_planner_checks() -> None:
     ):
         assert factory.state_type is StateType.TRANSACTIONAL
         assert factory.requires_deterministic_batches is True
+        assert factory.shared_across_hosts is (not isinstance(factory, SqliteSinkFactory))
     with pytest.raises(ValueError, match=r"SQLite sink table 'bad name' must be letters"):
         SqliteSinkFactory("x.db", "bad name")
     with pytest.raises(ValueError, match=r"maxlen must be None or an int >= 1, got 0"):

@@ -73,6 +73,9 @@ class StateFactory(ABC):
     #: tuples to the same partition (an append-only sink): the planner refuses it
     #: behind an opaque or non-transactional spout, or behind a shuffle.
     requires_deterministic_batches: bool = False
+    #: False for a state that only one host can see (memory, SQLite): a cluster whose
+    #: workers may run on several hosts refuses it, saying why.
+    shared_across_hosts: bool = True
 
     @abstractmethod
     def make_state(

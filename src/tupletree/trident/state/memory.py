@@ -49,6 +49,7 @@ class MemoryMapState(SnapshottableMap):
         later factory in the same process open the same map."""
 
         state_type = StateType.OPAQUE
+        shared_across_hosts = False
 
         def __init__(self, name: str | None = None) -> None:
             self.id = name if name is not None else uuid.uuid4().hex

@@ -31,12 +31,17 @@ SERIALIZERS: dict[str, tuple[Callable[[Any], bytes], Callable[[bytes], Any]]] = 
 }
 
 
+# One encoder for every key: json.dumps with options builds a new one per call
+# (timeit, min of 5 x 20,000, ('word-123',): 3.5 -> 2.6 us per key).
+_KEYS = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
+).encode
+
+
 def encode_key(key: Key) -> str:
     """The stable text of a key tuple; ValueError naming a key JSON cannot hold."""
     try:
-        return json.dumps(
-            list(key), separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
-        )
+        return _KEYS(list(key))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"map state key {key!r} cannot be stored: {exc}") from None
 

@@ -32,6 +32,7 @@ class SqliteMapState(MapStateFactory):
     """A map state in an SQLite file: workers on one host only (``store_kind``)."""
 
     store_kind: ClassVar[str] = "sqlite"
+    shared_across_hosts = False
 
     def __init__(
         self,

@@ -77,6 +77,7 @@ class SqliteSinkState(SinkState):
 
 class SqliteSinkFactory(SinkFactory):
     store_kind = "sqlite"
+    shared_across_hosts = False
 
     def __init__(
         self,
