@@ -260,8 +260,11 @@ class TridentBolt(Bolt):
                 slots += 1
             p.prepare(env)
         self._slots = slots
-        for p in processors:
-            p.link([processors[i].receiver(side) for i, side in p.children])
+        # Children first (they have the higher indexes): a processor may make its
+        # execute a closure when linked, and its parents must get that one.
+        for p in reversed(processors):
+            raw = bool(p.children) and all(processors[i].accepts_lists for i, _ in p.children)
+            p.link([processors[i].receiver(side) for i, side in p.children], raw)
         self._groups = {name: _Group(spec, context) for name, spec in plan.groups.items()}
         progress = None
         for name, spec in plan.groups.items():

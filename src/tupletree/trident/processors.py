@@ -117,6 +117,9 @@ class Processor:
 
     stateful = False  # True: start() makes per-batch state in batch.states[slot]
     slot = -1
+    # True when execute reads its input by position only and never hands it to user
+    # code: a parent may then pass the plain value list, without making a TridentTuple.
+    accepts_lists = False
 
     def __init__(self, name: str, in_fields: Sequence[Sequence[str]], out_fields: Sequence[str]):
         self.name = name
@@ -128,7 +131,10 @@ class Processor:
     def prepare(self, env: Any) -> None:
         self.out_cls = schema(self.out_fields)
 
-    def link(self, receivers: Sequence[Send]) -> None:
+    def link(self, receivers: Sequence[Send], raw: bool = False) -> None:
+        """Wire the children's receivers (``raw``: every child accepts plain lists).
+        The bolt links children before parents, so a processor may replace its
+        ``execute`` by a faster closure here and its parents get that one."""
         self.send = fan_out(receivers)
 
     def receiver(self, side: int) -> Send:
@@ -179,8 +185,19 @@ def _op_cleanup(op: Any) -> None:
         cleanup()
 
 
+class ClosureCollector(TridentCollector):
+    """A collector whose ``emit`` is a closure its processor made (an attribute: no
+    bound method per call, and the closure's state in locals, not attributes)."""
+
+    __slots__ = ("emit", "report_error")
+
+
 class Each(Processor):
-    """A Function: each input tuple plus what the function emits for it."""
+    """A Function: each input tuple plus what the function emits for it.
+
+    Hot path (every value emitted between two operations passes here): ``execute`` and
+    the collector's ``emit`` are closures sharing the current batch and input tuple
+    (nonlocal variables), made in ``link``."""
 
     def __init__(
         self,
@@ -196,25 +213,56 @@ class Each(Processor):
     def prepare(self, env: Any) -> None:
         super().prepare(env)
         self.project = self.projector(self.inputs)
-        self.collector = AppendCollector(
-            self.out_cls,
-            self.width,
-            f"function {type(self.function).__name__} in {self.name}",
-            env.report,
-        )
-        self.call = self.function.execute
+        self.report = env.report
         _op_prepare(self.function, env)
 
-    def link(self, receivers: Sequence[Send]) -> None:
-        super().link(receivers)
-        self.collector.send = self.send
+    def link(self, receivers: Sequence[Send], raw: bool = False) -> None:
+        super().link(receivers, raw)
+        send, make, width = self.send, self.out_cls, self.width
+        who = f"function {type(self.function).__name__} in {self.name}"
+        call, project = self.function.execute, self.project
+        batch: Any = None
+        parent: Any = None
+
+        if raw:
+
+            def emit(values: Any) -> None:
+                if type(values) is not list or len(values) != width:
+                    values = _values(values, width, who)
+                send(batch, parent + values)
+
+        else:
+
+            def emit(values: Any) -> None:
+                if type(values) is not list or len(values) != width:
+                    values = _values(values, width, who)
+                send(batch, make(parent + values))
+
+        collector = ClosureCollector()
+        collector.emit = emit
+        collector.report_error = self.report
+
+        if project is None:
+
+            def execute(b: Any, tup: Any) -> None:
+                nonlocal batch, parent
+                batch = b
+                parent = tup
+                call(tup, collector)
+
+        else:
+
+            def execute(b: Any, tup: Any) -> None:
+                nonlocal batch, parent
+                batch = b
+                parent = tup
+                call(project(tup), collector)
+
+        self.collector = collector
+        self.execute = execute  # type: ignore[method-assign]
 
     def execute(self, batch: Any, tup: TridentTuple) -> None:
-        c = self.collector
-        c.batch = batch
-        c.parent = tup
-        project = self.project
-        self.call(tup if project is None else project(tup), c)
+        raise RuntimeError(f"{self.name}: executed before it was linked")
 
     def cleanup(self) -> None:
         _op_cleanup(self.function)
@@ -357,8 +405,8 @@ class _Aggregation(Processor):
         )
         _op_prepare(self.agg, env)
 
-    def link(self, receivers: Sequence[Send]) -> None:
-        super().link(receivers)
+    def link(self, receivers: Sequence[Send], raw: bool = False) -> None:
+        super().link(receivers, raw)
         self.collector.send = self.send
 
     def key(self, tup: TridentTuple) -> Any:
@@ -385,7 +433,10 @@ class _Aggregation(Processor):
 class CombinerAggregate(_Aggregation):
     """A CombinerAggregator over a partition: ``init`` each tuple (``mode="init"``) or
     take its value as a partial aggregate already (``mode="combine"``: the input field
-    ``inputs[0]``, after a pre-aggregation upstream), ``combine`` per group."""
+    ``inputs[0]``, after a pre-aggregation upstream), ``combine`` per group.
+
+    Hot path (the pre-aggregation sees every tuple): ``execute`` is a closure made in
+    ``link``, specialised for the builtin Count on one group field (a dict increment)."""
 
     def __init__(self, *args: Any, mode: str = "init", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -396,32 +447,74 @@ class CombinerAggregate(_Aggregation):
         self.count = type(self.agg) is Count and self.mode == "init"  # the fast path
         if self.mode == "combine":
             self.value_idx = self.in_fields[0].index(self.inputs[0])
+        # Reads by position and hands user code only projections it makes itself.
+        self.accepts_lists = self.count or self.mode == "combine" or self.project is not None
+
+    def link(self, receivers: Sequence[Send], raw: bool = False) -> None:
+        super().link(receivers, raw)
+        slot, agg, key_idx = self.slot, self.agg, self.key_idx
+        missing = _MISSING
+        if self.count:
+
+            def value_of(tup: Any) -> Any:
+                return 1
+        elif self.mode == "init":
+            init, project = agg.init, self.project
+            if project is None:
+                value_of = init
+            else:
+
+                def value_of(tup: Any) -> Any:
+                    return init(project(tup))
+        else:
+            vi = self.value_idx
+
+            def value_of(tup: Any) -> Any:
+                return tup[vi]
+
+        combine = agg.combine
+        if self.count and len(key_idx) == 1:
+            (k,) = key_idx
+
+            def execute(batch: Any, tup: Any) -> None:
+                st = batch.states[slot]
+                key = tup[k]
+                st[key] = st.get(key, 0) + 1
+
+        elif len(key_idx) == 1:
+            (k,) = key_idx
+
+            def execute(batch: Any, tup: Any) -> None:
+                value = value_of(tup)
+                st = batch.states[slot]
+                key = tup[k]
+                old = st.get(key, missing)
+                st[key] = value if old is missing else combine(old, value)
+
+        elif key_idx:
+
+            def execute(batch: Any, tup: Any) -> None:
+                value = value_of(tup)
+                st = batch.states[slot]
+                key = tuple([tup[i] for i in key_idx])
+                old = st.get(key, missing)
+                st[key] = value if old is missing else combine(old, value)
+
+        else:
+
+            def execute(batch: Any, tup: Any) -> None:
+                value = value_of(tup)
+                st = batch.states[slot]
+                old = st[0]
+                st[0] = value if old is missing else combine(old, value)
+
+        self.execute = execute  # type: ignore[method-assign]
 
     def start(self, batch: Any) -> None:
         batch.states[self.slot] = {} if self.key_idx else [_MISSING]
 
     def execute(self, batch: Any, tup: TridentTuple) -> None:
-        agg = self.agg
-        if self.count:
-            value = 1
-        elif self.mode == "init":
-            project = self.project
-            value = agg.init(tup if project is None else project(tup))
-        else:
-            value = tup[self.value_idx]
-        st = batch.states[self.slot]
-        if self.key_idx:
-            key = self.key(tup)
-            old = st.get(key, _MISSING)
-            if old is _MISSING:
-                st[key] = value
-            elif self.count:
-                st[key] = old + value
-            else:
-                st[key] = agg.combine(old, value)
-        else:
-            old = st[0]
-            st[0] = value if old is _MISSING else agg.combine(old, value)
+        raise RuntimeError(f"{self.name}: executed before it was linked")
 
     def finish(self, batch: Any) -> None:
         st = batch.states[self.slot]
@@ -541,8 +634,8 @@ class PartitionPersist(Processor):
         )
         _op_prepare(self.updater, env)
 
-    def link(self, receivers: Sequence[Send]) -> None:
-        super().link(receivers)
+    def link(self, receivers: Sequence[Send], raw: bool = False) -> None:
+        super().link(receivers, raw)
         self.collector.send = self.send
 
     def start(self, batch: Any) -> None:
@@ -602,8 +695,8 @@ class StateQuery(Processor):
         )
         _op_prepare(self.function, env)
 
-    def link(self, receivers: Sequence[Send]) -> None:
-        super().link(receivers)
+    def link(self, receivers: Sequence[Send], raw: bool = False) -> None:
+        super().link(receivers, raw)
         self.collector.send = self.send
 
     def start(self, batch: Any) -> None:
@@ -701,6 +794,8 @@ class Join(Processor):
 class Output(Processor):
     """Emits to another bolt on ``stream``: ``[batch id, *values]``, unanchored (the
     batch, not each tuple, is tracked), counting what went to each task."""
+
+    accepts_lists = True
 
     def __init__(self, name: str, in_fields: Any, stream: str) -> None:
         super().__init__(name, [in_fields], in_fields)
