@@ -182,6 +182,7 @@ class BatchTable:
             "currentTxid": self.current_txid,
             "lastCommittedTxid": self.last_committed,
             "replayed": self.replayed,
+            "attempts": {str(t): a for t, a in sorted(self.attempts.items())},
             "active": [
                 {"txid": txid, "attempt": entry[0], "phase": entry[1]}
                 for txid, entry in sorted(self.active.items())
