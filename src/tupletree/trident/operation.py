@@ -149,6 +149,13 @@ class TridentOperationContext:
     def register_metric(self, name: str, fn: Any) -> None:
         self.topology_context.register_metric(name, fn)
 
+    def __getattr__(self, name: str) -> Any:
+        # The rest of the TopologyContext (topology_name, component_id, task_id, now...):
+        # a state factory names its resources after them (make_state's ``metrics``).
+        if name == "topology_context":
+            raise AttributeError(name)
+        return getattr(self.topology_context, name)
+
 
 # -- plain callables ----------------------------------------------------------------
 
