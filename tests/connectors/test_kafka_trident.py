@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tupletree import Config, Fields, FailedException, LocalCluster
+from tupletree import Config, FailedException, Fields, LocalCluster
 from tupletree.trident import TridentTopology
 from tupletree.trident.builtin import Count
 from tupletree.trident.state import MemoryMapState
