@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
             return 0
         spark.sparkContext.setLogLevel("FATAL")
     ex = example()
+    ex.TABLE = f"trident_chaos_{ex.RUN}"  # a table of this run's own
     ex.fill(0)  # the topic, an empty table
     rng = random.Random(args.seed)
     conf = {
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     if own:
         spark.stop()
     got = ex.table_counts()
+    ex.drop_table()
     over = {w: got.get(w, 0) - n for w, n in want.items() if got.get(w, 0) > n}
     under = {w: n - got.get(w, 0) for w, n in want.items() if got.get(w, 0) < n}
     print(

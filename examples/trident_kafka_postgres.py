@@ -86,7 +86,6 @@ def true_counts(n: int = SENTENCES) -> dict[str, int]:
 def fill(n: int) -> None:
     """Create this run's topic and write ``n`` sentences; start with an empty table."""
     import confluent_kafka
-    import psycopg
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": servers()})
@@ -98,6 +97,12 @@ def fill(n: int) -> None:
         if i % 2000 == 1999:
             producer.flush(30)
     producer.flush(30)
+    drop_table()
+
+
+def drop_table() -> None:
+    import psycopg
+
     with psycopg.connect(dsn(), autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
 

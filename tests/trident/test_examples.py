@@ -50,8 +50,26 @@ def test_the_kafka_to_postgresql_example_counts_exactly(capsys: Any) -> None:
     if reason:
         pytest.skip(reason)
     example = load_example("trident_kafka_postgres")
+    example.TABLE = f"trident_example_{example.RUN}"  # not a table another run uses
     try:
         assert example.main(2000)
     finally:
+        example.drop_table()
         del sys.modules["trident_kafka_postgres"]
     assert ": exact" in capsys.readouterr().out
+
+
+def test_the_docs_tutorial_runs_as_written(capsys: Any) -> None:
+    """docs/trident.md's tutorial block, as a script of its own."""
+    import re
+    import types
+
+    text = (ROOT / "docs" / "trident.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)[:1]
+    module = types.ModuleType("docs_trident")
+    sys.modules["docs_trident"] = module
+    try:
+        exec(compile(block, "docs/trident.md", "exec"), module.__dict__)
+    finally:
+        del sys.modules["docs_trident"]
+    assert capsys.readouterr().out.strip() == "[[5]]"
