@@ -68,7 +68,6 @@ from tupletree.trident.bolt import (
     TridentBolt,
     coord_stream,
 )
-from tupletree.trident.drpc_spout import TridentDRPCSpout
 from tupletree.trident.graph import DRPC, OP, PARTITION, STATE, Node
 from tupletree.trident.graph import SPOUT as SPOUT_NODE
 from tupletree.trident.groupings import BatchGlobalGrouping, IdentityGrouping
@@ -331,6 +330,9 @@ def plan(topology: Any, *, allow_at_least_once: bool = False) -> tuple[Topology,
         specs.append(ComponentSpec(master_id(gname), mbc, SPOUT, 1, 1))
     for n in nodes:
         if n.kind == DRPC:
+            # Imported here: the DRPC client and server (aiohttp) only for a DRPC stream.
+            from tupletree.trident.drpc_spout import TridentDRPCSpout
+
             function, drpc = n.spout
             spout = TridentDRPCSpout(function, drpc, f"s{n.id}", groups[n.id])
             par = n.parallelism or 1
