@@ -4,23 +4,39 @@ Each submitted topology is one Worker hosting all its tasks. In real time each w
 runs on a thread of its own; with ``simulate_time=True`` nothing runs in the background:
 ``advance_time`` and ``wait_idle`` run the workers on the caller's thread, so a test
 sees a settled, deterministic state when they return (Storm's simulated-time cluster).
+
+``activate``/``deactivate`` take effect in the topology's status at once (what
+``topology_info`` and the web view say); the worker's thread applies them to the spouts
+at the start of its next round. ``rebalance`` follows Storm's steps on the one worker:
+``workers`` is accepted and recorded in the topology's config (``topology.workers``, as
+Storm's LocalCluster, whose topologies also share one process), executors regroup the
+tasks (what the web view shows; every task of the one worker runs on its thread either
+way), and in real time the wait ends early once no tree is pending. In simulated time
+the wait is not spent (time moves only when the test says): the worker is run to idle.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tupletree.cluster import ClusterBase
+from tupletree.cluster import ClusterBase, WorkerStats, plan_rebalance
+from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError, WorkerDiedError
+from tupletree.records.errors import TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics
+from tupletree.records.stalls import TimedOutTree
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
+from tupletree.runtime.log_capture import TopologyLogs
+from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.metrics import aggregate
-from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 
@@ -35,9 +51,10 @@ IDLE_SLEEP_SECS = 0.001
 class _Runner:
     """A worker driven by a background thread in real time."""
 
-    def __init__(self, worker: Worker, clock: RealClock) -> None:
+    def __init__(self, worker: Worker, clock: RealClock, logs: TopologyLogs) -> None:
         self.worker = worker
         self.clock = clock
+        self.logs = logs
         self.commands: deque[Callable[[], None]] = deque()
         self.wake = threading.Event()
         self.cond = threading.Condition()
@@ -49,6 +66,10 @@ class _Runner:
         )
 
     def _loop(self) -> None:
+        with self.logs.running(self.worker.name):
+            self._run()
+
+    def _run(self) -> None:
         worker, clock = self.worker, self.clock
         try:
             while not self.stopping:
@@ -79,6 +100,12 @@ class _Runner:
         self.commands.append(fn)
         self.wake.set()
 
+    def wait_until(self, check: Callable[[], bool], timeout: float | None) -> bool:
+        """``check()`` after each idle round until it holds (True) or ``timeout``."""
+        with self.cond:
+            self.wake.set()
+            return self.cond.wait_for(lambda: check() or not self.thread.is_alive(), timeout)
+
     def wait_idle(self, timeout: float | None) -> bool:
         """True once idle; False on timeout; WorkerDiedError if the thread died."""
         with self.cond:
@@ -100,8 +127,9 @@ class _Runner:
 
 class LocalCluster(ClusterBase):
     """An in-process cluster: ``submit_topology``, ``kill_topology``, ``activate``,
-    ``deactivate``, ``metrics``, ``errors``, ``wait_idle`` and, with
-    ``simulate_time=True``, ``advance_time``."""
+    ``deactivate``, ``metrics``, ``errors`` (and their records), ``logs``,
+    ``worker_stats``, ``wait_idle`` and, with ``simulate_time=True``,
+    ``advance_time``."""
 
     def __init__(
         self,
@@ -117,7 +145,14 @@ class LocalCluster(ClusterBase):
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
+        # Per topology: active as last set (the worker's thread applies it soon after),
+        # its executors per component and its workers (rebalance changes them).
+        self._active: dict[str, bool] = {}
+        self._executors: dict[str, dict[str, int]] = {}
+        self._requested_workers: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Log records of the topologies' components (WARNING and up): logs(name).
+        self._logs = TopologyLogs().install()
         self._start_ui()
 
     # -- topologies -----------------------------------------------------------------
@@ -138,15 +173,19 @@ class LocalCluster(ClusterBase):
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
-        runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
+            self._active[name] = not inactive
+            self._executors[name] = {c: s.parallelism for c, s in topology.components.items()}
+            self._requested_workers[name] = full_conf[Config.TOPOLOGY_WORKERS]
+        clock = self.clock
+        runner = None if isinstance(clock, SimulatedClock) else _Runner(worker, clock, self._logs)
         if runner is not None:
             worker.wake = runner.wake.set
         try:
-            worker.start(active=not inactive)
+            with self._logs.running(name):
+                worker.start(active=not inactive)
         except BaseException:
             # Not started: the name stays free for a corrected topology.
-            with self._lock:
-                del self._workers[name]
+            self._forget(name)
             worker.shutdown()
             raise
         if runner is None:
@@ -164,45 +203,95 @@ class LocalCluster(ClusterBase):
         worker = self._worker(name)
         runner = self._runners.get(name)
         if runner is None:
-            fn(worker)
+            with self._logs.running(name):
+                fn(worker)
         else:
             runner.call(lambda: fn(worker))
 
     def activate(self, name: str) -> None:
-        self._on_worker(name, Worker.activate)
+        self._steerable(name)
+        self._set_active(name, True)
 
     def deactivate(self, name: str) -> None:
-        self._on_worker(name, Worker.deactivate)
+        self._steerable(name)
+        self._set_active(name, False)
+
+    def _set_active(self, name: str, active: bool) -> None:
+        self._worker(name)
+        self._active[name] = active
+        self._on_worker(name, Worker.activate if active else Worker.deactivate)
+
+    def _rebalance(
+        self,
+        name: str,
+        wait_secs: float | None,
+        workers: int | None,
+        parallelism: dict[str, int] | None,
+    ) -> Callable[[], None]:
+        worker = self._worker(name)
+        conf = {**worker.conf, Config.TOPOLOGY_WORKERS: self._requested_workers[name]}
+        plan = plan_rebalance(
+            worker.topology, conf, self._executors[name], wait_secs, workers, parallelism
+        )
+
+        def run() -> None:
+            was_active = self._active[name]
+            self._set_active(name, False)
+            runner = self._runners.get(name)
+            if runner is None:
+                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
+            else:
+                runner.wait_until(
+                    lambda: not worker.active and not any(len(s.pending) for s in worker.spouts),
+                    plan.wait_secs,
+                )
+            self._executors[name] = plan.executors
+            self._requested_workers[name] = plan.workers
+            if was_active:
+                self._set_active(name, True)
+
+        return run
 
     def kill_topology(self, name: str) -> None:
         """Stop the topology now: spouts are closed and bolts cleaned up."""
         worker = self._worker(name)
         runner = self._runners.pop(name, None)
         if runner is None:
-            worker.shutdown()
+            with self._logs.running(name):
+                worker.shutdown()
         else:
             runner.stop()
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
         with self._lock:
             del self._workers[name]
+            for table in (self._active, self._executors, self._requested_workers):
+                table.pop(name, None)
+        self._logs.forget(name)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
 
     def topology_info(self, name: str) -> dict[str, Any]:
-        """``{"topology", "conf", "active", "uptime_secs", "workers"}`` of a running
-        topology (Storm's getTopologyInfo, as plain values)."""
+        """``{"topology", "conf", "active", "uptime_secs", "workers", "executors",
+        "rebalancing"}`` of a running topology (Storm's getTopologyInfo, as plain
+        values). ``workers`` is the one worker that runs it; ``conf`` holds the
+        ``topology.workers`` asked for (at submit, or by the last rebalance)."""
         worker = self._worker(name)
         return {
             "topology": worker.topology,
-            "conf": dict(worker.conf),
-            "active": worker.active,
+            "conf": {**worker.conf, Config.TOPOLOGY_WORKERS: self._requested_workers[name]},
+            "active": self._active[name],
             "uptime_secs": time.monotonic() - worker.created_at,
             "workers": 1,
+            "executors": dict(self._executors[name]),
+            "rebalancing": self.rebalancing(name),
         }
 
     # -- observation ----------------------------------------------------------------
 
-    def metrics(self, name: str) -> dict[str, dict[str, Any]]:
+    def metrics(self, name: str) -> dict[str, ComponentMetrics]:
         """Per component (and per task): emitted, transferred, executed, acked, failed,
         timed_out, errors and, for spouts, complete latency (mean, p50, p99 in ms)."""
         worker = self._worker(name)
@@ -215,8 +304,38 @@ class LocalCluster(ClusterBase):
         return self._worker(name).timed_out.records()
 
     def errors(self, name: str) -> list[str]:
-        """Errors reported by the topology's tasks (user exceptions), oldest first."""
-        return list(self._worker(name).errors)
+        """Errors reported by the topology's tasks (user exceptions) and its worker,
+        oldest first, as text (rendered from ``error_records`` and ``worker_events``)."""
+        return self._worker(name).errors.texts()
+
+    def error_records(self, name: str) -> list[TaskError]:
+        """The tasks' errors, oldest first (the newest MAX_ERRORS_KEPT)."""
+        return self._worker(name).errors.task_errors()
+
+    def worker_events(self, name: str) -> list[WorkerEvent]:
+        """The worker's own errors (its thread died, a value it could not serialize),
+        oldest first, kept apart from the tasks' errors."""
+        return self._worker(name).errors.events()
+
+    def logs(self, name: str) -> list[str]:
+        """Log records (WARNING and up) the topology's components logged on its worker's
+        thread, oldest first, ``LEVEL: logger: message`` (runtime/log_capture.py)."""
+        self._worker(name)
+        return self._logs.lines(name)
+
+    def worker_stats(self, name: str) -> dict[int, WorkerStats]:
+        """The one worker, 0: this process (``attempt`` and ``restarts`` 0, memory read
+        now, so its report is 0 s old)."""
+        self._worker(name)
+        stats: WorkerStats = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "attempt": 0,
+            "restarts": 0,
+            "rss_bytes": resident_bytes(),
+            "report_age_secs": 0.0,
+        }
+        return {0: stats}
 
     # -- time -----------------------------------------------------------------------
 
@@ -233,18 +352,20 @@ class LocalCluster(ClusterBase):
             clock.advance(step)
             remaining -= step
             for worker in list(self._workers.values()):
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
+                with self._logs.running(worker.name):
+                    worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once nothing is queued or executing and the spouts emitted nothing in
         their last round. False if ``timeout`` passed first (real time only);
         WorkerDiedError if a topology's worker thread died (never a silent True)."""
         if self.simulate_time:
-            return all(
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
-                for worker in list(self._workers.values())
-            )
+            return all(self._run_to_idle(worker) for worker in list(self._workers.values()))
         return all(runner.wait_idle(timeout) for runner in list(self._runners.values()))
+
+    def _run_to_idle(self, worker: Worker) -> bool:
+        with self._logs.running(worker.name):
+            return worker.run_until_idle(SIMULATED_MAX_ROUNDS)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -253,3 +374,4 @@ class LocalCluster(ClusterBase):
         for name in list(self._workers):
             self.kill_topology(name)
         self._stop_drpc()
+        self._logs.uninstall()

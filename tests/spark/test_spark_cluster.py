@@ -20,12 +20,12 @@ from workerfns import NotRebuildable
 from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.distributed.processes import pid_alive
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import InvalidConfigError
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
 from tupletree.spark.errors import NotEnoughSlotsError
-from tupletree.spark.launcher import pid_alive
 
 pytestmark = pytest.mark.spark
 
@@ -289,10 +289,13 @@ class Once(Spout):
 
 def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
     """A bolt raising on some tuples fails those trees, reports the error to the driver,
-    and keeps processing: no worker is restarted. Its log records reach the driver."""
+    and keeps processing: no worker is restarted. Its log records reach the driver. Each
+    error arrives as the record its worker made (pickled across, field by field), with
+    the worker and attempt that ran the task and when it happened."""
     b = TopologyBuilder()
     b.set_spout("words", Once(200))
     b.set_bolt("raiser", SometimesRaises(), parallelism=2).shuffle_grouping("words")
+    before = time.time()
     cluster.submit_topology("raises", CONF, b.create_topology())
     attempts = {i: w.attempt for i, w in cluster.workers("raises").items()}
     wait_for(
@@ -307,6 +310,17 @@ def test_bolt_exception_does_not_kill_the_worker(cluster: SparkCluster) -> None:
     m = cluster.metrics("raises")
     assert m["words"]["failed"] == 20 and m["words"]["acked"] == 180
     assert any("cannot handle 'beta'" in e for e in cluster.errors("raises"))
+    wait_for(lambda: len(cluster.error_records("raises")) == 20, 30, "20 error records")
+    records = cluster.error_records("raises")
+    assert {(r.component, r.where, r.exception) for r in records} == {
+        ("raiser", "execute", "ValueError")
+    }
+    assert {r.message for r in records} == {"cannot handle 'beta'"}
+    assert all("raise ValueError" in r.traceback for r in records)
+    assert {(r.worker, r.attempt) for r in records} <= set(attempts.items())
+    assert all(before <= r.time <= time.time() for r in records)
+    assert [r.render() for r in records] == cluster.errors("raises")
+    assert cluster.worker_events("raises") == []
     assert any("user.bolt: saw gamma in pid" in line for line in cluster.logs("raises")), (
         "worker log records reach the driver"
     )
@@ -673,8 +687,7 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
     pusher.send(header + pickle.dumps(RunsCode(str(marker))))
     intruder = ctx.socket(zmq.DEALER)
     intruder.setsockopt(zmq.LINGER, 0)
-    with launcher.dispatcher.lock:
-        intruder.setsockopt(zmq.ROUTING_ID, launcher.dispatcher.registry.routes[0])
+    intruder.setsockopt(zmq.ROUTING_ID, launcher.read(lambda s: s.registry.routes[0]))
     intruder.connect(launcher.service.endpoint)
     junk = ctx.socket(zmq.DEALER)
     junk.setsockopt(zmq.LINGER, 0)
@@ -696,6 +709,14 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
             "the topology to keep acking",
         )
         assert not marker.exists(), "a stranger's pickle ran in a worker"
+        # The refused frame is in the worker's figures too, not only in errors().
+        wait_for(
+            lambda: (
+                (cluster.worker_stats("guarded")[0]["frames_refused"] or {}).get("data", 0) >= 1
+            ),
+            30,
+            "worker 0 to report the refused data frame",
+        )
         assert intruder.poll(100) == 0, "the stranger received the worker's traffic"
         assert {i: w.attempt for i, w in cluster.workers("guarded").items()} == attempts
     finally:

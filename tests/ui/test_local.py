@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -90,6 +91,38 @@ def test_rest_answers_agree_with_cluster_metrics(sim):
     spout_comp = get(f"{url}{API}/wc/component/sentences")
     assert spout_comp["componentType"] == "spout"
     assert spout_comp["executorStats"][0]["acked"] == m["sentences"]["acked"]
+
+
+def test_an_error_in_rest_is_its_record_with_its_time_and_a_log_link(sim):
+    """A task's error reaches REST field by field from cluster.error_records, with Storm
+    UI's errorTime (epoch s) and errorLapsedSecs; its log link serves cluster.logs; the
+    one worker of a LocalCluster is this process."""
+    before = time.time()
+    sim.submit_topology("wc", CONF, word_count(limit=30, fail_every=3))
+    sim.wait_idle()
+    after = time.time()
+    records = sim.error_records("wc")
+    assert records, "the unlucky moons raised"
+    topo = get(f"{sim.ui_url}{API}/wc")
+    newest, record = topo["errors"][-1], records[-1]
+    assert (newest["component"], newest["task"], newest["where"]) == (
+        record.component,
+        record.task,
+        record.where,
+    )
+    assert newest["error"] == f"ValueError: {record.message}" and "unlucky" in newest["error"]
+    assert newest["traceback"] == record.traceback and newest["worker"] is None
+    assert int(before) <= newest["errorTime"] <= after
+    assert 0 <= newest["errorLapsedSecs"] <= time.time() - before + 1
+    assert topo["workerEvents"] == []
+    logs = get(sim.ui_url + newest["errorWorkerLogLink"])
+    assert logs == {"topologyId": "wc", "total": len(sim.logs("wc")), "logs": sim.logs("wc")}
+    (worker,) = topo["workers"]
+    assert (worker["index"], worker["pid"], worker["restarts"]) == (0, os.getpid(), 0)
+    comp = get(f"{sim.ui_url}{API}/wc/component/count")
+    assert comp["componentErrors"][-1]["errorTime"] == newest["errorTime"]
+    status, body = call("GET", f"{sim.ui_url}{API}/nope/logs")
+    assert status == 404 and "nope" in body["errorMessage"]
 
 
 def test_errors_are_json_with_a_status(sim):
@@ -324,25 +357,15 @@ def test_cli_names_an_unreachable_service(capsys):
 
 
 class _WithStalls(LocalCluster):
-    """A cluster that reports timed-out trees (as clusters with ``timed_out`` do)."""
+    """A cluster that reports 60 timed-out trees."""
 
     def timed_out(self, name: str) -> list[dict[str, Any]]:
         self.topology_info(name)  # unknown name: KeyError, as the real one raises
         return [{"msg_id": i, "stalled_at": [{"component": "count", "task": 3}]} for i in range(60)]
 
 
-class _WithoutStalls(LocalCluster):
-    """A cluster with no ``timed_out`` (as SparkCluster, for now)."""
-
-    timed_out = None
-
-
-def test_timed_out_trees_are_listed_when_the_cluster_has_them():
-    """A cluster without ``timed_out`` lists nothing (no key); one with it has its newest
-    50 trees in the topology answer, as plain JSON."""
-    with _WithoutStalls(simulate_time=True, ui_port=0) as cluster:
-        cluster.submit_topology("wc", CONF, word_count(limit=5))
-        assert "timedOutTrees" not in get(f"{cluster.ui_url}{API}/wc")
+def test_the_newest_50_timed_out_trees_are_listed():
+    """The topology answer has the cluster's newest 50 timed-out trees, as plain JSON."""
     with _WithStalls(simulate_time=True, ui_port=0) as cluster:
         cluster.submit_topology("wc", CONF, word_count(limit=5))
         trees = get(f"{cluster.ui_url}{API}/wc")["timedOutTrees"]
@@ -435,3 +458,59 @@ def test_a_failing_cluster_call_is_a_json_500_naming_it():
         )
         (entry,) = get(f"{cluster.ui_url}{API}/summary")["topologies"]
         assert entry["status"] == "FAILED" and "ended" in entry["error"]
+
+
+def test_deactivate_answered_is_deactivate_seen(live):
+    """Issue 23: after POST deactivate answered success, the summary said ACTIVE for a
+    while. A call that returned is visible at once."""
+    live.submit_topology("wc", CONF, word_count())
+    url = live.ui_url
+    for op, status in (("deactivate", "INACTIVE"), ("activate", "ACTIVE")) * 2:
+        assert call("POST", f"{url}{API}/wc/{op}")[0] == 200
+        assert get(f"{url}{API}/summary")["topologies"][0]["status"] == status
+        assert get(f"{url}{API}/wc")["status"] == status
+
+
+def test_rebalance_through_rest_and_the_cli_shows_the_new_layout(live, capsys):
+    """Storm UI's POST rebalance/<wait_secs> with rebalanceOptions: checked at once (400
+    naming the problem), REBALANCING while the trees in flight get their wait (409 for
+    another rebalance meanwhile), then the new layout in the answers; the CLI's
+    ``rebalance NAME -w -n -e`` does the same."""
+    from tupletree import cli
+
+    live.submit_topology("held", CONF, never_acked(5))  # its trees stay pending
+    url = live.ui_url
+    rebalance = f"{url}{API}/held/rebalance"
+    status, body = call(
+        "POST", f"{rebalance}/0", body={"rebalanceOptions": {"executors": {"hold": 3}}}
+    )
+    assert status == 400 and "'hold' has 1 task(s)" in body["errorMessage"]
+    assert "not 3" in body["errorMessage"]
+    status, body = call("POST", f"{rebalance}/0", body={"rebalanceOptions": {"numWorkers": 0}})
+    assert status == 400 and "workers must be an integer >= 1" in body["errorMessage"]
+    assert call("POST", f"{rebalance}/-1")[0] == 400
+    assert call("POST", f"{url}{API}/nope/rebalance/0")[0] == 404
+
+    status, body = call("POST", f"{rebalance}/2", body={"rebalanceOptions": {"numWorkers": 2}})
+    assert status == 200
+    assert body == {"topologyOperation": "rebalance", "topologyId": "held", "status": "success"}
+    assert get(f"{url}{API}/summary")["topologies"][0]["status"] == "REBALANCING"
+    status, body = call("POST", f"{rebalance}/0", body={})
+    assert status == 409 and "rebalancing already" in body["errorMessage"]
+    assert call("POST", f"{url}{API}/held/deactivate")[0] == 409
+    eventually(lambda: get(f"{url}{API}/held")["status"] == "ACTIVE", what="the rebalance")
+    assert live.topology_info("held")["conf"][Config.TOPOLOGY_WORKERS] == 2
+
+    live.submit_topology("wc", CONF, word_count())
+    address = url.removeprefix("http://")
+    assert (
+        cli.main(["rebalance", "wc", "-w", "0", "-n", "3", "-e", "count=2", "--ui", address]) == 0
+    )
+    assert "rebalancing wc" in capsys.readouterr().out
+    eventually(lambda: get(f"{url}{API}/wc")["status"] == "ACTIVE", what="the rebalance")
+    page = get(f"{url}{API}/wc")
+    assert {b["boltId"]: b["executors"] for b in page["bolts"]} == {"split": 2, "count": 2}
+    assert cli.main(["rebalance", "wc", "-w", "0", "-e", "count=5", "--ui", address]) == 1
+    assert "'count' has 2 task(s)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["rebalance", "wc", "-e", "count", "--ui", address])

@@ -1,6 +1,9 @@
 """Error texts and error logging with bounds: what a worker keeps and logs of the
 exceptions its tasks report.
 
+``task_error`` turns a task's exception into a ``TaskError`` record
+(records/errors.py) with the bounds below; ``format_error`` is its text.
+
 A user's exception can be anything: a message of megabytes, a ``__str__`` that raises,
 a bolt raising on every tuple. So:
 
@@ -14,8 +17,9 @@ a bolt raising on every tuple. So:
   default); the next report that is logged for the key says how many were not. At most
   ``max_keys`` keys are told apart; reports under further keys share one.
 
-A worker keeps at most ``MAX_ERRORS_KEPT`` texts (the newest), so the texts it holds
-are bounded by ``MAX_ERRORS_KEPT * MAX_ERROR_CHARS`` characters.
+A worker keeps at most ``MAX_ERRORS_KEPT`` task errors (the newest) in its
+``ErrorBook`` (runtime/error_book.py), so the texts it holds are bounded by
+``MAX_ERRORS_KEPT * MAX_ERROR_CHARS`` characters, and its own events apart from them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from tupletree.log_limit import (  # noqa: F401 - re-exported for the runtime
     LOG_WINDOW_SECS,
     ErrorLogLimiter,
 )
+from tupletree.records.errors import TaskError
 
 MAX_ERRORS_KEPT = 1000
 MAX_ERROR_CHARS = 4000
@@ -64,10 +69,20 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {safe_str(exc)}"
 
 
+def task_error(component: str, task: int, where: str, exc: BaseException, time: float) -> TaskError:
+    """The record kept for an exception raised by a task's user code: its message cut to
+    ``MAX_MESSAGE_CHARS``, its traceback to what keeps the whole text (``render()``)
+    within ``MAX_ERROR_CHARS``. Never raises."""
+    record = TaskError(component, task, where, type(exc).__name__, safe_str(exc), "", time)
+    budget = MAX_ERROR_CHARS - len(record.render())
+    return TaskError(
+        component, task, where, record.exception, record.message, _traceback(exc, budget), time
+    )
+
+
 def format_error(component: str, task: int, where: str, exc: BaseException) -> str:
     """The text kept and logged for an exception raised by a task's user code."""
-    header = f"{component}[task {task}] {where}: {describe(exc)}\n"
-    return header + _traceback(exc, MAX_ERROR_CHARS - len(header))
+    return task_error(component, task, where, exc, 0.0).render()
 
 
 def bounded(text: str) -> str:

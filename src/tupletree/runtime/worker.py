@@ -28,12 +28,13 @@ import itertools
 import logging
 import pickle
 import time
-from collections import deque
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
+from tupletree.records.errors import ERROR, ErrorRecord, WorkerEvent
+from tupletree.records.metrics import TaskSnapshot
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import (
     ACKER_COMPONENT,
@@ -44,13 +45,13 @@ from tupletree.reliability.protocol import (
 )
 from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.context import TaskLayout, TopologyContext
+from tupletree.runtime.error_book import ErrorBook
 from tupletree.runtime.error_log import (
-    MAX_ERRORS_KEPT,
     ErrorLogLimiter,
     bounded,
     describe,
-    format_error,
     safe_repr,
+    task_error,
 )
 from tupletree.runtime.executors import (
     AckerExecutor,
@@ -201,9 +202,8 @@ class Worker:
         self.local_tasks = set(all_tasks if local_tasks is None else local_tasks)
         self.owner = f"topology {name!r} #{next(_instances)}"
         self.created_at = time.monotonic()  # real time even on a simulated clock: uptime
-        # Bounded: the newest MAX_ERRORS_KEPT texts, each cut (runtime/error_log.py).
-        self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
-        self.error_count = 0  # ever reported (the deque keeps only the newest)
+        # Bounded: the newest records of each kind, each cut (runtime/error_book.py).
+        self.errors = ErrorBook()
         self.error_log = ErrorLogLimiter()
         self.batch = conf[Config.TOPOLOGY_EXECUTOR_BATCH_SIZE]
         self.spout_calls = max(1, self.batch // 4)
@@ -268,18 +268,18 @@ class Worker:
             wake()
 
     def _report(self, executor: Executor, exc: BaseException, where: str) -> None:
-        text = format_error(executor.component_id, executor.task_id, where, exc)
-        self._keep(text, (executor.task_id, where, type(exc).__name__))
+        # Built here, when an error is reported: nothing of it is on the tuple path.
+        record = task_error(executor.component_id, executor.task_id, where, exc, time.time())
+        self._keep(record, (executor.task_id, where, record.exception))
 
-    def _keep(self, text: str, key: Any) -> None:
-        """Keep an error text and log it unless its key is over its rate limit."""
-        self.errors.append(text)
-        self.error_count += 1
+    def _keep(self, record: ErrorRecord, key: Any) -> None:
+        """Keep an error record and log it unless its key is over its rate limit."""
+        self.errors.add(record)
         missed = self.error_log.admit(key, self.now())
         if missed is None:
             return
         more = f" [{missed} more like it since the last one logged, not logged]" if missed else ""
-        log.warning("topology %s: %s%s", self.name, text.rstrip(), more)
+        log.warning("topology %s: %s%s", self.name, record.render().rstrip(), more)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -480,17 +480,22 @@ class Worker:
     def report_error(self, text: str) -> None:
         """Record an error that belongs to the worker rather than to one of its tasks
         (a frame from a peer that could not be read): it reaches the driver with the
-        tasks' errors. Kept and logged with the same bounds as theirs."""
-        self._keep(bounded(text), ("worker",))
+        tasks' errors, as a ``WorkerEvent``. Kept (apart from them, so their flood
+        cannot push it out) and logged with the same bounds as theirs."""
+        self._keep(WorkerEvent(ERROR, bounded(text), time.time()), ("worker",))
 
     # -- observation --------------------------------------------------------------
 
-    def errors_since(self, count: int) -> list[str]:
-        """Errors reported after the first ``count`` (as many as are still kept)."""
-        new = self.error_count - count
-        return list(self.errors)[-new:] if new > 0 else []
+    @property
+    def error_count(self) -> int:
+        """Error records ever reported (the book keeps only the newest of each kind)."""
+        return self.errors.added
 
-    def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
+    def errors_since(self, count: int) -> list[ErrorRecord]:
+        """Error records reported after the first ``count`` (as many as are still kept)."""
+        return self.errors.since(count)
+
+    def metrics_snapshot(self) -> dict[int, TaskSnapshot]:
         """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
         inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
         which spouts are held back); an acker task's ``pending`` (AckerExecutor.snapshot)
@@ -502,5 +507,5 @@ class Worker:
             snap["queued"] = len(ex.inbox)
             if not isinstance(ex, SpoutExecutor):
                 snap["queue_limit"] = self.buffer_limit
-            out[task] = snap
+            out[task] = cast(TaskSnapshot, snap)
         return out

@@ -4,13 +4,17 @@
     GET  /api/v1/topology/<name>
     GET  /api/v1/topology/<name>/component/<id>
     GET  /api/v1/topology/<name>/history          tupletree: the charts' timeline
+    GET  /api/v1/topology/<name>/logs             tupletree: its workers' log lines
     POST /api/v1/topology/<name>/activate | deactivate | kill/<wait_secs>
+    POST /api/v1/topology/<name>/rebalance/<wait_secs>   body: {"rebalanceOptions":
+                                                   {"numWorkers": n, "executors": {...}}}
     GET  /metrics                                  Prometheus text format
     GET  /                                         the page (static files in ./static)
 
 Errors are JSON, ``{"error": <reason>, "errorMessage": <what happened>}``, with the
 status code: 404 for an unknown topology, component or path, 400 for a bad
-``wait_secs``, 403 for a refused request, 405 for a wrong method.
+``wait_secs`` or rebalance option, 403 for a refused request, 405 for a wrong method,
+409 for a rebalance that cannot start now (one in progress, too few Spark slots).
 
 Cluster calls can block (a Spark kill waits for its workers), so handlers run them on
 the loop's thread pool, never on the loop itself.
@@ -31,27 +35,28 @@ import asyncio
 import ipaddress
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from tupletree.errors import TopologyRebalancingError
 from tupletree.ui import views
 from tupletree.ui.prometheus import ClusterCollector
-
-if TYPE_CHECKING:
-    from tupletree.ui.service import UIService
+from tupletree.ui.service import UIService
 
 log = logging.getLogger("tupletree.ui")
 
 API = "/api/v1"
 MAX_KILL_WAIT_SECS = 24 * 3600.0
 MAX_TIMED_OUT_SHOWN = 50
-SERVICE_KEY = web.AppKey("service", object)
+MAX_LOG_LINES_SHOWN = 500
+SERVICE_KEY = web.AppKey("service", UIService)
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
@@ -79,7 +84,7 @@ def _loopback(host: str) -> bool:
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    service: UIService = request.app[SERVICE_KEY]  # type: ignore[assignment]
+    service = request.app[SERVICE_KEY]
     if _loopback(service.server.host):
         host = urlsplit(f"//{request.host}").hostname or ""
         if not _loopback(host):
@@ -105,15 +110,18 @@ async def _guard(
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """Run a (blocking) cluster call on the loop's thread pool; an unknown topology or
-    component (KeyError, as TopologyNotFoundError is) becomes a 404."""
+    component (KeyError, as TopologyNotFoundError is) becomes a 404, a call a rebalance
+    in progress refuses a 409."""
     try:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
     except KeyError as exc:
         raise ApiError(404, str(exc).strip("'\"")) from None
+    except TopologyRebalancingError as exc:
+        raise ApiError(409, str(exc)) from None
 
 
 def _service(request: web.Request) -> UIService:
-    return request.app[SERVICE_KEY]  # type: ignore[return-value]
+    return request.app[SERVICE_KEY]
 
 
 async def summary(request: web.Request) -> web.Response:
@@ -142,16 +150,19 @@ def _read_topology(service: UIService, name: str) -> dict[str, Any]:
     metrics = cluster.metrics(name)
     history = service.history(name)
     page = views.topology_page(
-        name, info, metrics, history.rates(), cluster.errors(name), service.graph(name)
+        name,
+        info,
+        metrics,
+        history.rates(),
+        cluster.error_records(name),
+        cluster.worker_events(name),
+        service.graph(name),
+        time.time(),
     )
-    stats = getattr(cluster, "worker_stats", None)
-    if stats is not None:
-        page["workers"] = [{"index": i} | w for i, w in stats(name).items()]
-    timed_out = getattr(cluster, "timed_out", None)
-    if timed_out is not None:
-        page["timedOutTrees"] = [
-            views.timed_out_entry(t) for t in list(timed_out(name))[-MAX_TIMED_OUT_SHOWN:]
-        ]
+    page["workers"] = [{"index": i, **w} for i, w in cluster.worker_stats(name).items()]
+    page["timedOutTrees"] = [
+        views.timed_out_entry(t) for t in cluster.timed_out(name)[-MAX_TIMED_OUT_SHOWN:]
+    ]
     return page
 
 
@@ -171,7 +182,8 @@ async def component(request: web.Request) -> web.Response:
         if cid not in metrics:
             raise ApiError(404, f"topology {name!r} has no component {cid!r}")
         rates = service.history(name).rates()
-        return views.component_page(name, info, cid, metrics, rates, cluster.errors(name))
+        records = cluster.error_records(name)
+        return views.component_page(name, info, cid, metrics, rates, records, time.time())
 
     return web.json_response(await _call(read))
 
@@ -186,6 +198,19 @@ async def history(request: web.Request) -> web.Response:
             "sampleSecs": service.sample_secs,
             "timeline": service.history(name).timeline(),
         }
+
+    return web.json_response(await _call(read))
+
+
+async def logs(request: web.Request) -> web.Response:
+    """The newest MAX_LOG_LINES_SHOWN of ``cluster.logs(name)``, oldest first (where an
+    error's ``errorWorkerLogLink`` points)."""
+    service = _service(request)
+    name = request.match_info["name"]
+
+    def read() -> dict[str, Any]:
+        lines = service.cluster.logs(name)
+        return {"topologyId": name, "total": len(lines), "logs": lines[-MAX_LOG_LINES_SHOWN:]}
 
     return web.json_response(await _call(read))
 
@@ -210,17 +235,7 @@ async def kill(request: web.Request) -> web.Response:
     """Storm's kill: deactivate, wait ``wait_secs``, kill. With 0 the topology is gone
     when the answer comes; otherwise the answer comes at once and the kill follows."""
     service = _service(request)
-    name, text = request.match_info["name"], request.match_info["wait"]
-    try:
-        wait = float(text)
-    except ValueError:
-        wait = math.nan
-    if not 0 <= wait <= MAX_KILL_WAIT_SECS:
-        raise ApiError(
-            400,
-            f"wait_secs must be a number of seconds from 0 to {MAX_KILL_WAIT_SECS:.0f}, "
-            f"got {text!r}",
-        )
+    name, wait = request.match_info["name"], _wait_secs(request.match_info["wait"])
     if wait == 0:
         await _call(service.cluster.kill_topology, name)
     else:
@@ -231,8 +246,52 @@ async def kill(request: web.Request) -> web.Response:
     return _operation("kill", name)
 
 
+def _wait_secs(text: str) -> float:
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = math.nan
+    if not 0 <= wait <= MAX_KILL_WAIT_SECS:
+        raise ApiError(
+            400,
+            f"wait_secs must be a number of seconds from 0 to {MAX_KILL_WAIT_SECS:.0f}, "
+            f"got {text!r}",
+        )
+    return wait
+
+
+async def rebalance(request: web.Request) -> web.Response:
+    """Storm UI's rebalance: ``wait_secs`` in the path, ``{"rebalanceOptions":
+    {"numWorkers": n, "executors": {component: n}}}`` in the body (each optional). The
+    answer comes once the options are checked; the topology is REBALANCING until it
+    runs on its new layout."""
+    service = _service(request)
+    name, wait = request.match_info["name"], _wait_secs(request.match_info["wait"])
+    try:
+        body = await request.json() if request.can_read_body else {}
+    except ValueError as exc:
+        raise ApiError(400, f"the body must be JSON: {exc}") from None
+    options = body.get("rebalanceOptions", {}) if isinstance(body, dict) else None
+    if not isinstance(options, dict):
+        raise ApiError(400, 'the body must be {"rebalanceOptions": {...}}')
+    workers, executors = options.get("numWorkers"), options.get("executors")
+    if executors is not None and not isinstance(executors, dict):
+        raise ApiError(400, f"executors must map component ids to numbers, got {executors!r}")
+
+    def start() -> None:
+        service.cluster.rebalance(name, wait, workers, executors, block=False)
+
+    try:
+        await _call(start)
+    except ValueError as exc:  # a bad option: InvalidConfigError, InvalidTopologyError
+        raise ApiError(400, str(exc)) from None
+    except RuntimeError as exc:  # one in progress; too few Spark slots
+        raise ApiError(409, str(exc)) from None
+    return _operation("rebalance", name)
+
+
 async def metrics(request: web.Request) -> web.Response:
-    registry: CollectorRegistry = request.app[REGISTRY_KEY]  # type: ignore[assignment]
+    registry = request.app[REGISTRY_KEY]
     body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
     response = web.Response(body=body)
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
@@ -253,7 +312,7 @@ def _static(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     return serve
 
 
-REGISTRY_KEY = web.AppKey("registry", object)
+REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
 
 
 def make_app(service: UIService) -> web.Application:
@@ -267,9 +326,11 @@ def make_app(service: UIService) -> web.Application:
     r.add_get(f"{API}/topology/{{name}}", topology)
     r.add_get(f"{API}/topology/{{name}}/component/{{component}}", component)
     r.add_get(f"{API}/topology/{{name}}/history", history)
+    r.add_get(f"{API}/topology/{{name}}/logs", logs)
     r.add_post(f"{API}/topology/{{name}}/activate", activate)
     r.add_post(f"{API}/topology/{{name}}/deactivate", deactivate)
     r.add_post(f"{API}/topology/{{name}}/kill/{{wait}}", kill)
+    r.add_post(f"{API}/topology/{{name}}/rebalance/{{wait}}", rebalance)
     r.add_get("/metrics", metrics)
     r.add_get("/", _static("index.html"))
     for name in ("app.js", "style.css"):

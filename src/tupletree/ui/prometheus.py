@@ -9,7 +9,9 @@ so the number of series is bounded by the number of tasks).
 Failed trees are split by ``reason``: ``timeout`` (the tree outlived the message timeout)
 and ``explicit`` (a bolt failed a tuple of it). A ReliableSpout's messages that used up
 their retries are ``tupletree_spout_retries_exhausted_total``: a message counts there
-once, after its last failed tree was counted under its reason.
+once, after its last failed tree was counted under its reason. A windowed bolt task's
+window: ``tupletree_window_held_events``, ``tupletree_window_watermark_seconds``,
+``tupletree_window_late_tuples_total``.
 
 Histograms are rebuilt from tupletree's own log-linear buckets (~12% wide), each counted
 under the first Prometheus bound at or above its upper edge: a bucket is never counted
@@ -30,6 +32,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from tupletree.cluster import Cluster, TaskStats
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 log = logging.getLogger("tupletree.ui")
@@ -57,25 +60,30 @@ BOUNDS_SECS = (
 )
 TASK_LABELS = ["topology", "component", "task"]
 
-# (metric name, help, metrics() key) of the per-task counters.
-COUNTERS = (
-    ("tupletree_tuples_emitted", "Tuples emitted by the task.", "emitted"),
+# (metric name, help, its figure in a task's metrics: read by name) of the per-task
+# counters.
+COUNTERS: tuple[tuple[str, str, Callable[[TaskStats], float]], ...] = (
+    ("tupletree_tuples_emitted", "Tuples emitted by the task.", lambda t: t["emitted"]),
     (
         "tupletree_tuples_transferred",
         "Tuples delivered to target tasks (an emit to n tasks counts n).",
-        "transferred",
+        lambda t: t["transferred"],
     ),
-    ("tupletree_tuples_executed", "Tuples the task executed.", "executed"),
+    ("tupletree_tuples_executed", "Tuples the task executed.", lambda t: t["executed"]),
     (
         "tupletree_tuples_acked",
         "Trees completed (spouts, ackers) or input tuples acked (bolts).",
-        "acked",
+        lambda t: t["acked"],
     ),
-    ("tupletree_task_errors", "Errors the task reported (user exceptions).", "errors"),
+    (
+        "tupletree_task_errors",
+        "Errors the task reported (user exceptions).",
+        lambda t: t["errors"],
+    ),
     (
         "tupletree_task_busy_seconds",
         "Seconds the task spent executing tuples; its rate is Storm's capacity.",
-        "busy_secs",
+        lambda t: t["busy_secs"],
     ),
 )
 
@@ -101,10 +109,12 @@ def histogram_buckets(described: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 class ClusterCollector(Collector):
     """Reads a cluster on every ``collect()``: ``topologies()``, ``metrics(name)``,
-    ``topology_info(name)`` and, where the cluster has it, ``worker_stats(name)``
-    (SparkCluster). A topology killed between the listing and its read is skipped."""
+    ``topology_info(name)`` and ``worker_stats(name)``. A topology killed between the
+    listing and its read is skipped."""
 
-    def __init__(self, cluster: Any, on_error: Callable[[str, BaseException], None] | None = None):
+    def __init__(
+        self, cluster: Cluster, on_error: Callable[[str, BaseException], None] | None = None
+    ) -> None:
         self.cluster = cluster
         self.on_error = on_error
 
@@ -112,9 +122,10 @@ class ClusterCollector(Collector):
         return []  # no fixed set: families depend on the running topologies
 
     def collect(self) -> Iterator[Metric]:
-        counters = {
-            key: CounterMetricFamily(name, doc, labels=TASK_LABELS) for name, doc, key in COUNTERS
-        }
+        counters = [
+            (CounterMetricFamily(name, doc, labels=TASK_LABELS), figure)
+            for name, doc, figure in COUNTERS
+        ]
         failed = CounterMetricFamily(
             "tupletree_tuples_failed",
             "Trees failed (spouts, ackers) or input tuples failed (bolts), by reason.",
@@ -166,7 +177,33 @@ class ClusterCollector(Collector):
             "Resident memory of the worker's current process.",
             labels=["topology", "worker", "host"],
         )
+<<<<<<< HEAD
         trident = TridentFamilies()
+=======
+        refused = CounterMetricFamily(
+            "tupletree_worker_frames_refused",
+            "Frames the worker's current process refused: kind control (failed "
+            "authentication on its control socket), data (on its data socket), unreadable "
+            "(signed data frames it could not read).",
+            labels=["topology", "worker", "kind"],
+        )
+        window_held = GaugeMetricFamily(
+            "tupletree_window_held_events",
+            "Events a windowed bolt task holds in its window (its cap: "
+            "tupletree.window.max.events).",
+            labels=TASK_LABELS,
+        )
+        window_watermark = GaugeMetricFamily(
+            "tupletree_window_watermark_seconds",
+            "A windowed bolt task's watermark, in event-time seconds (absent before the first).",
+            labels=TASK_LABELS,
+        )
+        window_late = CounterMetricFamily(
+            "tupletree_window_late_tuples",
+            "Tuples a windowed bolt task received behind its watermark.",
+            labels=TASK_LABELS,
+        )
+>>>>>>> main
         cluster = self.cluster
         for name in cluster.topologies():
             try:
@@ -180,15 +217,13 @@ class ClusterCollector(Collector):
                 continue
             active.add_metric([name], 1.0 if info["active"] else 0.0)
             for cid, entry in metrics.items():
-                for task, t in entry.get("tasks", {}).items():
+                for task, t in entry["tasks"].items():
                     labels = [name, cid, str(task)]
-                    for key, family in counters.items():
-                        family.add_metric(labels, float(t.get(key, 0)))
-                    timed_out = t.get("timed_out", 0)
+                    for family, figure in counters:
+                        family.add_metric(labels, float(figure(t)))
+                    timed_out = t["timed_out"]
                     failed.add_metric([*labels, "timeout"], float(timed_out))
-                    failed.add_metric(
-                        [*labels, "explicit"], float(max(0, t.get("failed", 0) - timed_out))
-                    )
+                    failed.add_metric([*labels, "explicit"], float(max(0, t["failed"] - timed_out)))
                     hist = t.get("complete_latency_hist")
                     if hist:
                         complete.add_metric(labels, histogram_buckets(hist), hist["sum_ms"] / 1e3)
@@ -202,10 +237,19 @@ class ClusterCollector(Collector):
                         queued.add_metric(labels, float(t["queued"]))
                     if "queue_limit" in t:
                         capacity.add_metric(labels, float(t["queue_limit"]))
+                for task, w in entry.get("custom", {}).get("window", {}).items():
+                    if not isinstance(w, Mapping):
+                        continue
+                    labels = [name, cid, str(task)]
+                    window_held.add_metric(labels, float(w.get("held", 0)))
+                    window_late.add_metric(labels, float(w.get("late", 0)))
+                    if isinstance(w.get("watermark_ms"), int | float):
+                        window_watermark.add_metric(labels, w["watermark_ms"] / 1e3)
                 per_task = entry.get("custom", {}).get("retries_exhausted", {})
                 for task, value in per_task.items():
                     if isinstance(value, int | float):
                         exhausted.add_metric([name, cid, str(task)], float(value))
+<<<<<<< HEAD
                 for task, view in entry.get("custom", {}).get("trident", {}).items():
                     if isinstance(view, Mapping):
                         trident.add(name, cid, str(task), view)
@@ -219,8 +263,21 @@ class ClusterCollector(Collector):
                     restarts.add_metric([name, str(index)], float(w["restarts"]))
                     if w.get("rss_bytes") is not None:
                         memory.add_metric([name, str(index), w["host"]], float(w["rss_bytes"]))
+=======
+            try:
+                workers = cluster.worker_stats(name)
+            except KeyError:
+                workers = {}
+            for index, w in workers.items():
+                restarts.add_metric([name, str(index)], float(w["restarts"]))
+                rss = w["rss_bytes"]
+                if rss is not None:
+                    memory.add_metric([name, str(index), w["host"]], float(rss))
+                for kind, count in sorted((w.get("frames_refused") or {}).items()):
+                    refused.add_metric([name, str(index), kind], float(count))
+>>>>>>> main
         yield active
-        yield from counters.values()
+        yield from (family for family, _ in counters)
         yield failed
         yield exhausted
         yield complete
@@ -231,6 +288,7 @@ class ClusterCollector(Collector):
         yield capacity
         yield restarts
         yield memory
+<<<<<<< HEAD
         yield from trident.families()
 
 
@@ -304,3 +362,9 @@ class TridentFamilies:
             self.state,
             self.stuck,
         )
+=======
+        yield refused
+        yield window_held
+        yield window_watermark
+        yield window_late
+>>>>>>> main

@@ -1,10 +1,11 @@
 """UIService: the web view of one cluster, served by a WebServer, with a sampler that
 keeps each running topology's recent history for rates, capacity and charts.
 
-The service reads and steers the cluster only through its public methods
-(``topologies``, ``topology_info``, ``metrics``, ``errors``, ``activate``,
-``deactivate``, ``kill_topology``, and where the cluster has them ``worker_stats`` and
-``timed_out``), so LocalCluster and SparkCluster get the same service.
+The service reads and steers the cluster only through the ``Cluster`` protocol
+(cluster.py: ``topologies``, ``topology_info``, ``metrics``, ``error_records``,
+``worker_events``, ``worker_stats``, ``timed_out``, ``logs``, ``activate``,
+``deactivate``, ``kill_topology``), so LocalCluster and SparkCluster get the same
+service.
 
 Bounds: one history per running topology (dropped when it stops running), each of at
 most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled;
@@ -18,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from tupletree.cluster import Cluster
 from tupletree.log_limit import ErrorLogLimiter
 from tupletree.ui.graph import topology_graph
 from tupletree.ui.history import DEFAULT_MAX_POINTS, TopologyHistory
@@ -34,7 +36,7 @@ class UIService:
 
     def __init__(
         self,
-        cluster: Any,
+        cluster: Cluster,
         host: str = "127.0.0.1",
         port: int = 0,
         *,

@@ -1,12 +1,15 @@
 """The REST answers, shaped as Storm UI's (``/api/v1/...``, camelCase field names), from
-plain values: a cluster's metrics, its errors, the history's rates.
+plain values: a cluster's metrics (``ComponentMetrics``), its error records
+(``TaskError``, ``WorkerEvent``: read as fields, never parsed from text), the history's
+rates.
 
 Pure functions; ``tupletree.ui.app`` feeds them what it read from the cluster. Storm's
 names where Storm has the figure (``emitted``, ``transferred``, ``executed``, ``acked``,
 ``failed``, ``completeLatency``, ``executeLatency``, ``processLatency``, ``capacity``,
 latencies in milliseconds as strings-free numbers); tupletree's own figures are added
 under names in the same style (``timedOut``, ``pending``, ``queued``,
-``queueCapacity``, ``rates``). Counts are totals since submit (Storm's ``:all-time``
+``queueCapacity``, ``rates``, and a windowed bolt's ``window``: see
+``window_summary``). Counts are totals since submit (Storm's ``:all-time``
 window); ``rates`` and ``capacity`` cover the history's rate window.
 
 A topology's id is its name: ``/api/v1/topology/<name>`` addresses it.
@@ -14,41 +17,55 @@ A topology's id is its name: ``/api/v1/topology/<name>`` addresses it.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
+from tupletree.cluster import ComponentMetrics, TaskError, WorkerEvent
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
-ERROR_LINE = re.compile(
-    r"^(?:worker (?P<worker>\d+)(?: \(attempt \d+\))?: )?"
-    r"(?P<component>\S+)\[task (?P<task>\d+)\] (?P<where>[^:]+): (?P<error>.*)$"
-)
 RECENT_ERRORS = 50
 
 
-def parse_error(text: str) -> dict[str, Any]:
-    """``{"component", "task", "where", "error", "traceback", "worker"}`` from one of
-    ``cluster.errors(name)``; an error that names no task has ``component`` None."""
-    first, _, rest = text.partition("\n")
-    m = ERROR_LINE.match(first)
-    if m is None:
-        return {
-            "component": None,
-            "task": None,
-            "where": None,
-            "error": first,
-            "traceback": rest,
-            "worker": None,
-        }
+def error_entry(name: str, record: TaskError, now: float) -> dict[str, Any]:
+    """One task error as JSON: the record's fields, and Storm UI's ``error`` (``Type:
+    message``), ``errorTime`` (epoch seconds), ``errorLapsedSecs`` (since, at ``now``,
+    wall clock) and ``errorWorkerLogLink`` (the topology's log lines)."""
     return {
-        "component": m["component"],
-        "task": int(m["task"]),
-        "where": m["where"],
-        "error": m["error"],
-        "traceback": rest,
-        "worker": int(m["worker"]) if m["worker"] else None,
+        "component": record.component,
+        "task": record.task,
+        "where": record.where,
+        "exception": record.exception,
+        "message": record.message,
+        "error": record.error,
+        "traceback": record.traceback,
+        "worker": record.worker,
+        "attempt": record.attempt,
+        "errorTime": int(record.time),
+        "errorLapsedSecs": max(0, int(now - record.time)),
+        "errorWorkerLogLink": logs_link(name),
     }
+
+
+def event_entry(name: str, event: WorkerEvent, now: float) -> dict[str, Any]:
+    """One worker event (an error of the worker's own, a restart) as JSON, with the
+    same time fields as ``error_entry``."""
+    return {
+        "kind": event.kind,
+        "worker": event.worker,
+        "attempt": event.attempt,
+        "message": event.message,
+        "traceback": event.traceback,
+        "text": event.render(),
+        "errorTime": int(event.time),
+        "errorLapsedSecs": max(0, int(now - event.time)),
+        "errorWorkerLogLink": logs_link(name),
+    }
+
+
+def logs_link(name: str) -> str:
+    """Where the topology's log lines are served (``GET .../logs``)."""
+    return f"/api/v1/topology/{quote(name, safe='')}/logs"
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -70,7 +87,21 @@ def uptime_text(secs: float) -> str:
     return " ".join(parts)
 
 
-def summary_entry(name: str, info: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict:
+def status(info: Mapping[str, Any]) -> str:
+    """Storm's topology status: ACTIVE, INACTIVE or REBALANCING."""
+    if info.get("rebalancing"):
+        return "REBALANCING"
+    return "ACTIVE" if info["active"] else "INACTIVE"
+
+
+def executors(info: Mapping[str, Any], spec: Any) -> int:
+    """The executors a component runs on now (a rebalance changes them)."""
+    return info.get("executors", {}).get(spec.id, spec.parallelism)
+
+
+def summary_entry(
+    name: str, info: Mapping[str, Any], metrics: Mapping[str, ComponentMetrics]
+) -> dict[str, Any]:
     """One topology of ``GET /api/v1/topology/summary``."""
     topology = info["topology"]
     user = {cid: m for cid, m in metrics.items() if cid in topology.components}
@@ -78,12 +109,12 @@ def summary_entry(name: str, info: Mapping[str, Any], metrics: Mapping[str, Any]
         "id": name,
         "encodedId": name,
         "name": name,
-        "status": "ACTIVE" if info["active"] else "INACTIVE",
+        "status": status(info),
         "uptime": uptime_text(info["uptime_secs"]),
         "uptimeSeconds": int(info["uptime_secs"]),
-        "tasksTotal": sum(len(m.get("tasks", {})) for m in metrics.values()),
-        "executorsTotal": sum(spec.parallelism for spec in topology.components.values())
-        + len(metrics.get(ACKER_COMPONENT, {}).get("tasks", {})),
+        "tasksTotal": sum(len(m["tasks"]) for m in metrics.values()),
+        "executorsTotal": sum(executors(info, spec) for spec in topology.components.values())
+        + (len(metrics[ACKER_COMPONENT]["tasks"]) if ACKER_COMPONENT in metrics else 0),
         "workersTotal": info.get("workers", 1),
         "emitted": sum(m["emitted"] for m in user.values()),
         "acked": sum(metrics[s.id]["acked"] for s in topology.spouts if s.id in metrics),
@@ -127,10 +158,50 @@ def _bolt(m: Mapping[str, Any], rates: Mapping[str, float] | None, basic: bool) 
     }
 
 
-def _last_error(errors: list[dict[str, Any]], cid: str) -> str:
+def window_task(m: Mapping[str, Any]) -> dict[str, Any]:
+    """One task's ``window`` metric (tupletree.windowing's executor) in REST names."""
+    return {
+        "window": m.get("window"),
+        "watermark": m.get("watermark_ms"),
+        "held": m.get("held", 0),
+        "cap": m.get("cap"),
+        "lateTuples": m.get("late", 0),
+        "windows": m.get("windows", 0),
+        "failedWindows": m.get("failed_windows", 0),
+        "refused": m.get("refused", 0),
+        "lastWindowSize": m.get("last_window_size", 0),
+        "sessions": m.get("sessions"),
+    }
+
+
+def window_summary(per_task: Mapping[Any, Any]) -> dict[str, Any] | None:
+    """A windowed bolt's ``window`` metrics over its tasks (None for other bolts):
+    counts summed; ``watermark`` the lowest of the tasks that have one (ms of event
+    time: how far the bolt's slowest task has got), None while none has;
+    ``lastWindowSize`` the largest; ``cap`` per task."""
+    tasks = [window_task(m) for m in per_task.values() if isinstance(m, Mapping)]
+    if not tasks:
+        return None
+    marks = [t["watermark"] for t in tasks if isinstance(t["watermark"], int | float)]
+    sessions = [t["sessions"] for t in tasks if isinstance(t["sessions"], int)]
+    out = {"window": tasks[0]["window"], "cap": tasks[0]["cap"], "tasks": len(tasks)}
+    for key in ("held", "lateTuples", "windows", "failedWindows", "refused"):
+        out[key] = sum(t[key] for t in tasks if isinstance(t[key], int | float))
+    out["watermark"] = min(marks) if marks else None
+    out["lastWindowSize"] = max(t["lastWindowSize"] for t in tasks)
+    out["sessions"] = sum(sessions) if sessions else None
+    return out
+
+
+def _window(m: Mapping[str, Any]) -> dict[str, Any]:
+    summary = window_summary(m.get("custom", {}).get("window", {}))
+    return {} if summary is None else {"window": summary}
+
+
+def _last_error(errors: Sequence[TaskError], cid: str) -> str:
     for err in reversed(errors):
-        if err["component"] == cid:
-            return err["error"]
+        if err.component == cid:
+            return err.error
     return ""
 
 
@@ -165,24 +236,26 @@ def edge_rates(
 def topology_page(
     name: str,
     info: Mapping[str, Any],
-    metrics: Mapping[str, Any],
+    metrics: Mapping[str, ComponentMetrics],
     rates: Mapping[str, Any],
-    errors: list[str],
+    errors: Sequence[TaskError],
+    events: Sequence[WorkerEvent],
     graph: Mapping[str, Any],
+    now: float,
 ) -> dict[str, Any]:
-    """``GET /api/v1/topology/<name>``."""
+    """``GET /api/v1/topology/<name>``: ``errors`` are the tasks' (the newest
+    RECENT_ERRORS), ``workerEvents`` the workers' own errors and restarts (as many)."""
     topology = info["topology"]
     comp_rates = rates.get("components", {})
-    parsed = [parse_error(e) for e in errors]
     spouts, bolts = [], []
     for spec in topology.components.values():
         m = metrics.get(spec.id)
         if m is None:
             continue
         base = {
-            "executors": spec.parallelism,
+            "executors": executors(info, spec),
             "tasks": spec.tasks,
-            "lastError": _last_error(parsed, spec.id),
+            "lastError": _last_error(errors, spec.id),
         }
         if spec.is_spout:
             spouts.append(
@@ -195,6 +268,7 @@ def topology_page(
                 {"boltId": spec.id, "encodedBoltId": spec.id}
                 | base
                 | _bolt(m, comp_rates.get(spec.id), spec.is_basic)
+                | _window(m)
             )
     acker = metrics.get(ACKER_COMPONENT)
     ackers = None
@@ -235,7 +309,8 @@ def topology_page(
                 "nodes": graph["nodes"],
                 "edges": edge_rates(graph, comp_rates),
             },
-            "errors": parsed[-RECENT_ERRORS:],
+            "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
+            "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
             "configuration": {k: _plain(v) for k, v in conf.items()},
         }
         | ({"trident": trident} if (trident := trident_view(metrics)) is not None else {})
@@ -277,9 +352,10 @@ def component_page(
     name: str,
     info: Mapping[str, Any],
     cid: str,
-    metrics: Mapping[str, Any],
+    metrics: Mapping[str, ComponentMetrics],
     rates: Mapping[str, Any],
-    errors: list[str],
+    errors: Sequence[TaskError],
+    now: float,
 ) -> dict[str, Any]:
     """``GET /api/v1/topology/<name>/component/<id>``; ``cid`` must be in ``metrics``."""
     topology = info["topology"]
@@ -299,11 +375,14 @@ def component_page(
             )
         else:
             stats |= _bolt(tm | {"execute_latency_p99_ms": None}, tr, basic)
+            window = m.get("custom", {}).get("window", {}).get(task)
+            if isinstance(window, Mapping):
+                stats["window"] = window_task(window)
         executor_stats.append(stats)
-    parsed = [e for e in (parse_error(x) for x in errors) if e["component"] == cid]
+    mine = [e for e in errors if e.component == cid]
     kind = "spout" if is_spout else "bolt"
     comp_rates = rates.get("components", {}).get(cid)
-    stats = _spout(m, comp_rates) if is_spout else _bolt(m, comp_rates, basic)
+    stats = _spout(m, comp_rates) if is_spout else _bolt(m, comp_rates, basic) | _window(m)
     inputs = (
         [
             {"component": s.source, "stream": s.stream, "grouping": s.grouping.kind}
@@ -324,23 +403,15 @@ def component_page(
         "id": cid,
         "name": name,
         "topologyId": name,
-        "topologyStatus": "ACTIVE" if info["active"] else "INACTIVE",
+        "topologyStatus": status(info),
         "componentType": kind if cid != ACKER_COMPONENT else "bolt",
-        "executors": spec.parallelism if spec is not None else len(executor_stats),
+        "executors": executors(info, spec) if spec is not None else len(executor_stats),
         "tasks": len(executor_stats),
         "stats": stats,
         "executorStats": executor_stats,
         "inputStats": inputs,
         "outputStats": outputs,
-        "componentErrors": [
-            {
-                "error": e["error"],
-                "where": e["where"],
-                "task": e["task"],
-                "traceback": e["traceback"],
-            }
-            for e in parsed[-RECENT_ERRORS:]
-        ],
+        "componentErrors": [error_entry(name, e, now) for e in mine[-RECENT_ERRORS:]],
         "custom": {
             k: {str(t): _plain(v) for t, v in per.items()} for k, per in m.get("custom", {}).items()
         },

@@ -294,6 +294,14 @@ async function toggle(id) {
 const opened = new Set();
 const closed = new Set();
 
+function ago(secs) {
+  if (secs < 60) return `${secs} s ago`;
+  if (secs < 3600) return `${Math.floor(secs / 60)} min ago`;
+  return `${Math.floor(secs / 3600)} h ago`;
+}
+
+// Each error is a record (component, task, where, error, worker, time...): drawn from
+// its fields, never parsed from text.
 function drawErrors(topo) {
   const box = $("errors");
   box.replaceChildren();
@@ -303,10 +311,12 @@ function drawErrors(topo) {
     return;
   }
   [...topo.errors].reverse().forEach((e, i) => {
-    const where = e.component ? `${e.component}[task ${e.task}] ${e.where}: ` : "";
-    const key = where + e.error;
+    const worker = e.worker === null ? "" : `worker ${e.worker}: `;
+    const where = `${worker}${e.component}[task ${e.task}] ${e.where}: `;
+    const key = `${e.errorTime} ${where}${e.error}`;
     const open = opened.has(key) || (i === 0 && !closed.has(key));
-    const summary = h("summary", {}, document.createTextNode(where), h("b", { text: e.error }));
+    const summary = h("summary", {}, h("span", { class: "muted small", text: ago(e.errorLapsedSecs) + " " }),
+      document.createTextNode(where), h("b", { text: e.error }));
     const details = h("details", { open: open ? "" : null }, summary,
       h("pre", { text: e.traceback || "(no traceback)" }));
     summary.addEventListener("click", () => {  // runs before the details toggles
@@ -315,6 +325,21 @@ function drawErrors(topo) {
     });
     box.appendChild(details);
   });
+}
+
+// The workers' own errors and their restarts, newest first: kept apart from the tasks'
+// errors by the cluster, so a bolt's flood of errors cannot hide a restart.
+function drawEvents(topo) {
+  const events = topo.workerEvents || [];
+  $("events-card").hidden = !events.length;
+  const box = $("events");
+  box.replaceChildren();
+  for (const e of [...events].reverse()) {
+    box.appendChild(h("div", { class: `event ${e.kind}` },
+      h("span", { class: "muted small", text: ago(e.errorLapsedSecs) + " " }),
+      h("b", { text: e.kind === "restart" ? "restart " : "" }),
+      document.createTextNode(e.text)));
+  }
 }
 
 function drawWorkers(topo) {
@@ -382,6 +407,7 @@ function drawStalls(topo) {
   }
 }
 
+<<<<<<< HEAD
 // Trident: each coordinator's txids and active batches, each committer's last txid,
 // and spout tasks stuck on a batch they cannot emit (shown first, in red).
 function drawTrident(topo) {
@@ -414,6 +440,28 @@ function drawTrident(topo) {
     const where = s.partition === null || s.partition === undefined ? "" : `, partition ${s.partition}`;
     stuck.appendChild(h("div", { class: "stuck",
       text: `STUCK: spout ${s.spout} in ${s.component}[task ${s.task}] cannot emit txid ${s.txid} (attempt ${s.attempt})${where}: ${s.error}` }));
+=======
+// Windowed bolts (tupletree.windowing): one row each, the card hidden when none.
+function drawWindows(topo) {
+  const bolts = topo.bolts.filter((b) => b.window);
+  const card = $("windows-card");
+  card.hidden = !bolts.length;
+  if (!bolts.length) return;
+  const body = $("windows").tBodies[0];
+  body.replaceChildren();
+  for (const b of bolts) {
+    const w = b.window;
+    const sessions = w.sessions === null ? "" : ` (${count(w.sessions)} sessions)`;
+    body.appendChild(h("tr", { "data-id": b.boltId },
+      h("td", { text: b.boltId }), h("td", { text: (w.window || "") + sessions }),
+      h("td", { class: "num", text: w.watermark === null ? "–" : count(w.watermark) }),
+      h("td", { class: "num", text: `${count(w.held)} / ${count(w.cap * w.tasks)}` }),
+      h("td", { class: "num", text: count(w.lateTuples) }),
+      h("td", { class: "num", text: count(w.windows) }),
+      h("td", { class: "num", text: count(w.lastWindowSize) }),
+      h("td", { class: "num", text: count(w.failedWindows) }),
+      h("td", { class: "num", text: count(w.refused) })));
+>>>>>>> main
   }
 }
 
@@ -471,9 +519,14 @@ async function refresh() {
     drawGraph(topo);
     drawChart(history);
     drawComponents(topo);
+<<<<<<< HEAD
     drawTrident(topo);
+=======
+    drawWindows(topo);
+>>>>>>> main
     drawStalls(topo);
     drawWorkers(topo);
+    drawEvents(topo);
     drawErrors(topo);
     $("live").className = "live";
     $("live").textContent = "live";
