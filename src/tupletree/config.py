@@ -47,7 +47,6 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
-<<<<<<< HEAD
     # Trident (tupletree.trident). Storm's: the master batch coordinator starts at most one
     # batch per interval; a plain Spout under Trident gives at most this many tuples per
     # batch (RichSpoutBatchExecutor). Not Storm's: where the coordinator keeps its txids
@@ -56,12 +55,10 @@ class Config:
     TOPOLOGY_SPOUT_MAX_BATCH_SIZE = "topology.spout.max.batch.size"
     TOPOLOGY_TRIDENT_PROGRESS_STORE = "topology.trident.progress.store"
     TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG = "topology.trident.progress.store.config"
-=======
     # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
     # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
     # failed at once, so its spout replays it (windowing/executor.py).
     TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
->>>>>>> main
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -172,16 +169,13 @@ SETTINGS: dict[str, Setting] = {
         None, _number(positive=True, maximum=_DAY, optional=True)
     ),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
-<<<<<<< HEAD
     # Trident (tupletree.trident)
     Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: Setting(500, _int(0, 3_600_000)),
     Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: Setting(1000, _int(1, 10**7)),
     Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: Setting(None, _store_kind),
     Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: Setting(None, _store_config),
-=======
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
->>>>>>> main
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

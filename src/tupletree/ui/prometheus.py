@@ -177,9 +177,6 @@ class ClusterCollector(Collector):
             "Resident memory of the worker's current process.",
             labels=["topology", "worker", "host"],
         )
-<<<<<<< HEAD
-        trident = TridentFamilies()
-=======
         refused = CounterMetricFamily(
             "tupletree_worker_frames_refused",
             "Frames the worker's current process refused: kind control (failed "
@@ -203,7 +200,7 @@ class ClusterCollector(Collector):
             "Tuples a windowed bolt task received behind its watermark.",
             labels=TASK_LABELS,
         )
->>>>>>> main
+        trident = TridentFamilies()
         cluster = self.cluster
         for name in cluster.topologies():
             try:
@@ -249,21 +246,9 @@ class ClusterCollector(Collector):
                 for task, value in per_task.items():
                     if isinstance(value, int | float):
                         exhausted.add_metric([name, cid, str(task)], float(value))
-<<<<<<< HEAD
                 for task, view in entry.get("custom", {}).get("trident", {}).items():
                     if isinstance(view, Mapping):
                         trident.add(name, cid, str(task), view)
-            stats = getattr(cluster, "worker_stats", None)
-            if stats is not None:
-                try:
-                    workers = stats(name)
-                except KeyError:
-                    workers = {}
-                for index, w in workers.items():
-                    restarts.add_metric([name, str(index)], float(w["restarts"]))
-                    if w.get("rss_bytes") is not None:
-                        memory.add_metric([name, str(index), w["host"]], float(w["rss_bytes"]))
-=======
             try:
                 workers = cluster.worker_stats(name)
             except KeyError:
@@ -275,7 +260,6 @@ class ClusterCollector(Collector):
                     memory.add_metric([name, str(index), w["host"]], float(rss))
                 for kind, count in sorted((w.get("frames_refused") or {}).items()):
                     refused.add_metric([name, str(index), kind], float(count))
->>>>>>> main
         yield active
         yield from (family for family, _ in counters)
         yield failed
@@ -288,7 +272,10 @@ class ClusterCollector(Collector):
         yield capacity
         yield restarts
         yield memory
-<<<<<<< HEAD
+        yield refused
+        yield window_held
+        yield window_watermark
+        yield window_late
         yield from trident.families()
 
 
@@ -362,9 +349,3 @@ class TridentFamilies:
             self.state,
             self.stuck,
         )
-=======
-        yield refused
-        yield window_held
-        yield window_watermark
-        yield window_late
->>>>>>> main

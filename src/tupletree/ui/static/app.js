@@ -407,7 +407,6 @@ function drawStalls(topo) {
   }
 }
 
-<<<<<<< HEAD
 // Trident: each coordinator's txids and active batches, each committer's last txid,
 // and spout tasks stuck on a batch they cannot emit (shown first, in red).
 function drawTrident(topo) {
@@ -440,7 +439,9 @@ function drawTrident(topo) {
     const where = s.partition === null || s.partition === undefined ? "" : `, partition ${s.partition}`;
     stuck.appendChild(h("div", { class: "stuck",
       text: `STUCK: spout ${s.spout} in ${s.component}[task ${s.task}] cannot emit txid ${s.txid} (attempt ${s.attempt})${where}: ${s.error}` }));
-=======
+  }
+}
+
 // Windowed bolts (tupletree.windowing): one row each, the card hidden when none.
 function drawWindows(topo) {
   const bolts = topo.bolts.filter((b) => b.window);
@@ -461,7 +462,6 @@ function drawWindows(topo) {
       h("td", { class: "num", text: count(w.lastWindowSize) }),
       h("td", { class: "num", text: count(w.failedWindows) }),
       h("td", { class: "num", text: count(w.refused) })));
->>>>>>> main
   }
 }
 
@@ -519,11 +519,8 @@ async function refresh() {
     drawGraph(topo);
     drawChart(history);
     drawComponents(topo);
-<<<<<<< HEAD
     drawTrident(topo);
-=======
     drawWindows(topo);
->>>>>>> main
     drawStalls(topo);
     drawWorkers(topo);
     drawEvents(topo);
