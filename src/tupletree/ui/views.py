@@ -285,32 +285,67 @@ def topology_page(
         }
     conf = info.get("conf", {})
     entry = summary_entry(name, info, metrics)
-    return entry | {
-        "msgTimeout": conf.get("topology.message.timeout.secs"),
-        "topologyStats": [
-            {
-                "window": ":all-time",
-                "windowPretty": "All time",
-                "emitted": entry["emitted"],
-                "transferred": sum(s["transferred"] for s in spouts + bolts),
-                "completeLatency": _r(
-                    max((s["completeLatency"] or 0.0 for s in spouts), default=None)
-                ),
-                "acked": entry["acked"],
-                "failed": entry["failed"],
-            }
-        ],
-        "spouts": spouts,
-        "bolts": bolts,
-        "ackers": ackers,
-        "graph": {
-            "nodes": graph["nodes"],
-            "edges": edge_rates(graph, comp_rates),
-        },
-        "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
-        "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
-        "configuration": {k: _plain(v) for k, v in conf.items()},
-    }
+    return (
+        entry
+        | {
+            "msgTimeout": conf.get("topology.message.timeout.secs"),
+            "topologyStats": [
+                {
+                    "window": ":all-time",
+                    "windowPretty": "All time",
+                    "emitted": entry["emitted"],
+                    "transferred": sum(s["transferred"] for s in spouts + bolts),
+                    "completeLatency": _r(
+                        max((s["completeLatency"] or 0.0 for s in spouts), default=None)
+                    ),
+                    "acked": entry["acked"],
+                    "failed": entry["failed"],
+                }
+            ],
+            "spouts": spouts,
+            "bolts": bolts,
+            "ackers": ackers,
+            "graph": {
+                "nodes": graph["nodes"],
+                "edges": edge_rates(graph, comp_rates),
+            },
+            "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
+            "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
+            "configuration": {k: _plain(v) for k, v in conf.items()},
+        }
+        | ({"trident": trident} if (trident := trident_view(metrics)) is not None else {})
+    )
+
+
+def trident_view(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A Trident topology's progress, from its components' ``trident`` metric (None for
+    a topology without one): per coordinator the current txid, the active batches with
+    their attempt and phase, batches replayed, the last committed txid; per committing
+    task its states' last committed txid; every spout task stuck on a batch it cannot
+    emit, with the txid, partition and error."""
+    coordinators: list[dict[str, Any]] = []
+    committers: list[dict[str, Any]] = []
+    stuck: list[dict[str, Any]] = []
+    for cid in sorted(metrics):
+        per_task = metrics[cid].get("custom", {}).get("trident")
+        if not isinstance(per_task, Mapping):
+            continue
+        for task in sorted(per_task, key=str):
+            view = per_task[task]
+            if not isinstance(view, Mapping):
+                continue
+            if view.get("kind") == "coordinator":
+                coordinators.append({"component": cid, "task": task} | dict(_plain(view)))
+                continue
+            for state, txid in (view.get("lastCommittedTxid") or {}).items():
+                committers.append(
+                    {"component": cid, "task": task, "state": state, "lastCommittedTxid": txid}
+                )
+            for spout, where in (view.get("stuck") or {}).items():
+                stuck.append({"component": cid, "task": task, "spout": spout} | dict(_plain(where)))
+    if not (coordinators or committers or stuck):
+        return None
+    return {"coordinators": coordinators, "committers": committers, "stuck": stuck}
 
 
 def component_page(
