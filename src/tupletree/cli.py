@@ -1,7 +1,7 @@
 """The ``tupletree`` command.
 
     tupletree run FILE [--local | --master URL] [--workers N] [--duration SECS]
-                       [--ui-port PORT | --no-ui] [--ui-host HOST]
+                       [--ui-port PORT | --no-ui] [--ui-host HOST] [--ui-allow-host NAME]
     tupletree list [--ui HOST:PORT]
     tupletree stats NAME [--ui HOST:PORT]
     tupletree activate|deactivate NAME [--ui HOST:PORT]
@@ -16,6 +16,10 @@ is quiet (no pending trees and nothing emitted for a moment) or ``--duration`` p
 It serves the web view (page, REST, /metrics) while it runs, on 127.0.0.1:8080 (or a
 free port when that one is taken) and prints its address; ``list``, ``stats``,
 ``activate``, ``deactivate`` and ``kill`` talk to that service (``--ui``).
+
+The web view's token (docs/security.md), for ``run`` and the commands that talk to it
+alike, comes from the environment variable ``TUPLETREE_UI_TOKEN``: ``run`` then
+requires it on every request and prints the page's address with it.
 """
 
 from __future__ import annotations
@@ -161,7 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with cluster:
         print(f"tupletree: running {name} on {where}", flush=True)
         if cluster.ui_url is not None:
-            print(f"tupletree: web view at {cluster.ui_url}/ (REST /api/v1, /metrics)", flush=True)
+            page = f"{cluster.ui_url}/" + ("#token=$TUPLETREE_UI_TOKEN" if _ui_token_set() else "")
+            print(f"tupletree: web view at {page} (REST /api/v1, /metrics)", flush=True)
         started = time.monotonic()
         cluster.submit_topology(name, conf, topology)
         print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
@@ -194,21 +199,38 @@ def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
     taken, on a free one instead (an explicit ``--ui-port`` that is taken is an error)."""
     if args.no_ui:
         return cls(**kwargs)
+    from tupletree.ui.client import token_from_env
+
     port = DEFAULT_UI_PORT if args.ui_port is None else args.ui_port
+    options = {"token": token_from_env(), "allowed_hosts": args.ui_allow_host}
     try:
-        return cls(ui_port=port, ui_host=args.ui_host, **kwargs)
+        return cls(ui_port=port, ui_host=args.ui_host, ui_options=options, **kwargs)
+    except ValueError as exc:  # a bad token or host name: say which, without a traceback
+        raise SystemExit(f"tupletree run: {exc}") from None
     except OSError as exc:
         if args.ui_port is not None:
             raise SystemExit(f"tupletree run: {exc}") from None
-        return cls(ui_port=0, ui_host=args.ui_host, **kwargs)
+        return cls(ui_port=0, ui_host=args.ui_host, ui_options=options, **kwargs)
+
+
+def _ui_token_set() -> bool:
+    from tupletree.ui.client import token_from_env
+
+    return token_from_env() is not None
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
     """list, stats, activate, deactivate, kill: against a running cluster's web service."""
-    from tupletree.ui.client import UIClient, UIClientError, format_list, format_stats
+    from tupletree.ui.client import (
+        UIClient,
+        UIClientError,
+        format_list,
+        format_stats,
+        token_from_env,
+    )
 
     try:
-        client = UIClient(args.ui)
+        client = UIClient(args.ui, token_from_env())
         if args.command == "list":
             print(format_list(client.topologies()))
         elif args.command == "stats":
@@ -296,6 +318,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"web view port (default {DEFAULT_UI_PORT}, or a free one when it is taken)",
     )
     run.add_argument("--ui-host", default="127.0.0.1", help="web view address (127.0.0.1)")
+    run.add_argument(
+        "--ui-allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the web view answers to besides this machine's (repeatable; "
+        "'.example.com' allows every name under it)",
+    )
     run.add_argument("--no-ui", action="store_true", help="do not serve the web view")
     run.set_defaults(func=cmd_run)
     ui_help = f"the cluster's web service, HOST:PORT (default {DEFAULT_UI_ADDRESS})"

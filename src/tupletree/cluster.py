@@ -66,18 +66,22 @@ class ClusterBase:
         drpc_conf: dict[str, Any] | None = None,
         ui_port: int | None = None,
         ui_host: str = "127.0.0.1",
+        ui_options: dict[str, Any] | None = None,
     ) -> None:
         """``drpc_port`` starts an HTTP DRPC server with the cluster (0: a free port,
         ``cluster.drpc_server.port`` tells which; ``drpc_host="0.0.0.0"`` when workers
         run on other machines); topologies submitted here find it with no config.
 
         ``ui_port`` serves the web view, its REST API and Prometheus metrics
-        (``tupletree.ui``) on ``ui_host`` (127.0.0.1: it is not authenticated); 0 picks a
-        free port, ``cluster.ui_url`` tells which. The subclass starts it, with
+        (``tupletree.ui``) on ``ui_host`` (127.0.0.1: anyone who reaches it may steer
+        the cluster, unless ``ui_options={"token": ...}``; docs/security.md); 0 picks a
+        free port, ``cluster.ui_url`` tells which. ``ui_options`` are UIService's
+        (token, allowed_hosts, connection bounds), checked. The subclass starts it, with
         ``_start_ui()``, once it can answer ``topologies()``."""
         self._drpc = None
         self._ui: Any = None
         self._ui_address = (ui_host, ui_port)
+        self._ui_options = ui_options
         if drpc_port is not None:
             from tupletree.drpc.hosting import ClusterDRPC
 
@@ -89,7 +93,7 @@ class ClusterBase:
             from tupletree.ui.service import UIService
 
             try:
-                self._ui = UIService(self, host, port).start()
+                self._ui = UIService.from_options(self, host, port, self._ui_options).start()
             except BaseException:
                 self._stop_drpc()
                 raise

@@ -112,7 +112,7 @@ def call_and_wait(server: DRPCServer, n: int) -> list[socket.socket]:
     """``n`` connections, each with a ``POST /drpc/f`` (argument "x") the server holds."""
     socks = [connect(server) for _ in range(n)]
     for sock in socks:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\n\r\nx")
     poll(lambda: server.pending_requests() == n, f"{n} requests waiting")
     return socks
 
@@ -129,7 +129,7 @@ def test_negative_content_length_is_refused(server):
     """Content-Length: -1 used to pass the size check and read the body to EOF into the
     topology: now a 400, the connection closed, and nothing reaches the book."""
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n" + b"x" * 100)
+        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n" + b"x" * 100)
         data, closed = read_to_close(sock)
     assert statuses(data) == [400]
     assert closed
@@ -162,7 +162,7 @@ def test_chunked_body_is_the_argument(server):
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
         send(
             sock,
-            b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: close\r\n\r\n" + chunks,
         )
         data, _ = read_to_close(sock)
@@ -177,7 +177,7 @@ def test_chunked_body_over_the_limit_is_refused():
     with DRPCServer(port=0, max_body_bytes=1024) as server, connect(server) as sock:
         server.book.register("f")
         chunk = b"x" * 512
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
         send(sock, b"".join(b"200\r\n%s\r\n" % chunk for _ in range(4)) + b"0\r\n\r\n")
         data = read_response(sock)
         assert statuses(data) == [413]
@@ -189,9 +189,9 @@ def test_post_without_content_length_cannot_smuggle_a_request(server):
     """A POST without Content-Length (nor chunks) gets 411 and the connection closes:
     its "body" is not run as the next request on the connection (here a fetch that
     would steal requests), and the function does not run on ""."""
-    smuggled = b"GET /invocations/fetch/f?max=5 HTTP/1.1\r\nHost: x\r\n\r\n"
+    smuggled = b"GET /invocations/fetch/f?max=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\n\r\n" + smuggled)
+        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + smuggled)
         data, closed = read_to_close(sock)
     assert statuses(data) == [411]
     assert error_kind(data) == "bad-request"
@@ -206,7 +206,7 @@ def test_oversized_body_is_refused_before_it_is_sent(server):
     with connect(server) as sock:
         send(
             sock,
-            b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+            b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
             % (MAX_BODY_BYTES + 1),
         )
         data = read_response(sock)
@@ -254,12 +254,13 @@ def test_made_up_function_names_are_bounded_and_answer_404(server):
 
 
 def test_connections_are_capped():
-    """Past max_connections a new connection gets 503 busy (DRPCBusyError naming the
-    server) and is closed; connections already open are not disturbed, and once some
-    close the server takes new ones again."""
-    with DRPCServer(port=0, max_connections=8) as server:
-        idle = [connect(server) for _ in range(8)]
-        poll(lambda: server.connections() == 8, "8 connections open")
+    """Past max_connections, with every connection busy (a call waiting for its
+    result), a new connection gets 503 busy (DRPCBusyError naming the server) and is
+    closed; the busy ones are not disturbed, and once they end the server takes new
+    ones again."""
+    with DRPCServer(port=0, max_connections=8, max_connections_per_peer=8) as server:
+        server.book.register("f")  # served, but not answered yet
+        waiting = call_and_wait(server, 8)
         extra = [connect(server) for _ in range(40)]  # all refused
         for sock in extra[:3]:
             data, closed = read_to_close(sock)
@@ -268,9 +269,10 @@ def test_connections_are_capped():
         with pytest.raises(DRPCBusyError, match=f"{server.host}:{server.port}") as info:
             client.execute("f", "x")
         assert "too many connections" in info.value.reason
-        for sock in idle + extra:
+        assert server.pending_requests() == 8
+        for sock in waiting + extra:
             sock.close()
-        poll(lambda: server.connections() == 0, "idle connections closed")
+        poll(lambda: server.connections() == 0, "the waiting callers gone")
         with serving(server.book, "f", str.upper):
             assert client.execute("f", "x") == "X"
 
@@ -312,7 +314,7 @@ def test_bodies_being_read_are_bounded():
         server.book.register("f")
         slow = [connect(server) for _ in range(2)]
         for sock in slow:
-            send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nxx")
+            send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nxx")
         poll(lambda: server.body_bytes_in_flight() == 2000, "two bodies being read")
         with pytest.raises(DRPCBusyError, match="bodies being read"):
             DRPCClient(server.host, server.port, timeout=DEADLINE).execute("f", "y")

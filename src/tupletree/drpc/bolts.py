@@ -21,7 +21,7 @@ from typing import Any
 from tupletree.config import Config
 from tupletree.drpc import registry
 from tupletree.drpc.expiry import TickExpiry
-from tupletree.drpc.invocations import ResultSender, parse_return_info
+from tupletree.drpc.invocations import DRPC_INVOCATIONS_TOKEN, ResultSender, parse_return_info
 from tupletree.drpc.pending import PendingRequests
 from tupletree.topology.components import BasicBolt, Bolt
 
@@ -123,6 +123,7 @@ class ReturnResults(Bolt):
         self._collector = collector
         self._books: dict[str, PendingRequests] = {}
         self._senders: dict[tuple[str, int], ResultSender] = {}
+        self._token = conf.get(DRPC_INVOCATIONS_TOKEN)
 
     def execute(self, tup: Any) -> None:
         collector = self._collector
@@ -153,7 +154,7 @@ class ReturnResults(Bolt):
         address = (str(info["host"]), int(info["port"]))
         sender = self._senders.get(address)
         if sender is None:
-            sender = self._senders[address] = ResultSender(*address)
+            sender = self._senders[address] = ResultSender(*address, token=self._token)
         sender.send(request_id, result)
 
     def cleanup(self) -> None:
