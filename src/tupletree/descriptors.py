@@ -81,9 +81,7 @@ class DescriptorBudget:
             if connections <= room:
                 granted = connections
             else:
-                fix = (
-                    f"raise the limit (ulimit -n, now {soft}) or lower {name}'s max_connections"
-                )
+                fix = f"raise the limit (ulimit -n, now {soft}) or lower {name}'s max_connections"
                 numbers = (
                     f"{name}: max_connections={connections} needs {connections + overhead} "
                     f"file descriptors, but the process's limit is {soft}, of which "

@@ -48,7 +48,10 @@ def host_name(host_header: str | None) -> str | None:
         return None
     if not name or parts.username is not None or parts.path or parts.query or parts.fragment:
         return None
-    return name.rstrip(".") or None
+    name = name.lower().rstrip(".")
+    if not name or not (set(name) <= _NAME_CHARS or is_ip_literal(name)):
+        return None  # percent signs, spaces, other scripts: not a name DNS could give
+    return name
 
 
 def is_ip_literal(name: str) -> bool:

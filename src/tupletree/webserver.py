@@ -111,9 +111,9 @@ class WebServer:
     ``start()`` returns once the socket listens (``port`` then says which); ``stop()``
     closes it and ends the thread. ``call(coro_fn)`` runs a coroutine on the server's
     loop from any thread and returns its result. The keyword arguments are the bounds of
-    the module docstring; ``max_connections=None`` is ``DEFAULT_MAX_CONNECTIONS``, shrunk
-    if the process's open-file limit cannot hold it, ``max_connections_per_peer=None``
-    half of it.
+    the module docstring; ``max_connections=None`` is ``default_max_connections``, shrunk
+    if the process's open-file limit cannot hold it (a cap asked for is not shrunk:
+    refused), ``max_connections_per_peer=None`` half the cap.
     """
 
     def __init__(
@@ -125,6 +125,7 @@ class WebServer:
         name: str = "tupletree-web",
         shutdown_timeout: float = 2.0,
         max_connections: int | None = None,
+        default_max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_connections_per_peer: int | None = None,
         header_timeout: float = HEADER_TIMEOUT_SECS,
         idle_timeout: float = IDLE_TIMEOUT_SECS,
@@ -132,7 +133,7 @@ class WebServer:
         budget: DescriptorBudget = PROCESS_BUDGET,
     ) -> None:
         self._explicit_cap = max_connections is not None
-        cap = DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+        cap = default_max_connections if max_connections is None else max_connections
         check_count(f"{name}: max_connections", cap, 1, 10**6)
         if max_connections_per_peer is not None:
             check_count(f"{name}: max_connections_per_peer", max_connections_per_peer, 1, cap)
@@ -154,9 +155,7 @@ class WebServer:
         self.table: ConnectionTable | None = None
         self._by_handler: dict[Any, _Connection] = {}
         self._half_closed: set[_Connection] = set()
-        self._app_handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = (
-            None
-        )
+        self._app_handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._refusing = 0
         self._loop = asyncio.new_event_loop()
@@ -395,6 +394,7 @@ class _Connection(asyncio.Protocol):
         if request.writer.output_size:
             return  # the answer has begun: nothing may come between its bytes
         transport.write(CONTINUE)
+
 
 async def _awaited(fn: Callable[[], Awaitable[T]]) -> T:
     return await fn()

@@ -129,7 +129,10 @@ def test_negative_content_length_is_refused(server):
     """Content-Length: -1 used to pass the size check and read the body to EOF into the
     topology: now a 400, the connection closed, and nothing reaches the book."""
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n" + b"x" * 100)
+        send(
+            sock,
+            b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n" + b"x" * 100,
+        )
         data, closed = read_to_close(sock)
     assert statuses(data) == [400]
     assert closed
@@ -177,7 +180,9 @@ def test_chunked_body_over_the_limit_is_refused():
     with DRPCServer(port=0, max_body_bytes=1024) as server, connect(server) as sock:
         server.book.register("f")
         chunk = b"x" * 512
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        send(
+            sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         send(sock, b"".join(b"200\r\n%s\r\n" % chunk for _ in range(4)) + b"0\r\n\r\n")
         data = read_response(sock)
         assert statuses(data) == [413]
@@ -314,7 +319,9 @@ def test_bodies_being_read_are_bounded():
         server.book.register("f")
         slow = [connect(server) for _ in range(2)]
         for sock in slow:
-            send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nxx")
+            send(
+                sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nxx"
+            )
         poll(lambda: server.body_bytes_in_flight() == 2000, "two bodies being read")
         with pytest.raises(DRPCBusyError, match="bodies being read"):
             DRPCClient(server.host, server.port, timeout=DEADLINE).execute("f", "y")

@@ -56,7 +56,8 @@ Bounds (all are ``DRPCServer`` arguments; the book's are in ``pending.py``):
   buffer, decoded and dropped: no raw copy stays with the request while it waits.
 - bodies being read at once: at most ``max_body_bytes_in_flight`` (64 MiB) in total, a
   chunked body counting as ``max_body_bytes``; 503 busy past it;
-- connections: at most ``max_connections`` (512), ``max_connections_per_peer`` (half) from
+- connections: at most ``max_connections`` (512, fewer by default when the process's
+  open-file limit cannot hold them), ``max_connections_per_peer`` (half) from
   one address; a newcomer displaces the oldest idle or half-sent connection, and is
   refused with 503 busy only when all are busy; a request head must be complete
   ``HEADER_TIMEOUT_SECS`` after its first byte, an idle connection closes after
@@ -190,9 +191,7 @@ class _Endpoints:
         if refused is not None:
             raise _Refused(403, "forbidden", refused)
         token = self.token
-        trusted = token is not None and token_matches(
-            token, request.headers.get("Authorization")
-        )
+        trusted = token is not None and token_matches(token, request.headers.get("Authorization"))
         if not trusted and host is not None and not self.hosts.allows(host):
             raise _Refused(
                 403,
@@ -200,9 +199,9 @@ class _Endpoints:
                 f"Host {host[:200]!r} is not a name of this DRPC server (list it in the "
                 "server's allowed_hosts if it is)",
             )
-        spout_side = request.path.startswith(INVOCATIONS_PREFIX) or _split(
-            request.raw_path
-        )[0].startswith(INVOCATIONS_PREFIX)
+        spout_side = request.path.startswith(INVOCATIONS_PREFIX) or _split(request.raw_path)[
+            0
+        ].startswith(INVOCATIONS_PREFIX)
         if token is not None and not trusted and spout_side:
             raise _Refused(
                 401,
@@ -432,7 +431,7 @@ class DRPCServer:
         unknown_function_wait_secs: float = DEFAULT_UNKNOWN_FUNCTION_WAIT_SECS,
         invocations_token: str | None = None,
         allowed_hosts: Iterable[str] = (),
-        max_connections: int = MAX_CONNECTIONS,
+        max_connections: int | None = None,
         max_connections_per_peer: int | None = None,
         header_timeout: float = HEADER_TIMEOUT_SECS,
         idle_timeout: float = IDLE_TIMEOUT_SECS,
@@ -486,6 +485,7 @@ class DRPCServer:
             port,
             name="tupletree DRPC server",
             max_connections=max_connections,
+            default_max_connections=MAX_CONNECTIONS,
             max_connections_per_peer=max_connections_per_peer,
             header_timeout=header_timeout,
             idle_timeout=idle_timeout,
@@ -566,7 +566,10 @@ def serve_main(argv: list[str] | None = None) -> int:
         help=f"{Config.DRPC_REQUEST_TIMEOUT_SECS} (default %(default)g)",
     )
     parser.add_argument(
-        "--max-connections", type=int, default=MAX_CONNECTIONS, help="default %(default)s"
+        "--max-connections",
+        type=int,
+        default=None,
+        help=f"default {MAX_CONNECTIONS}, fewer if the open-file limit cannot hold them",
     )
     parser.add_argument(
         "--max-connections-per-peer", type=int, default=None, help="default: half the above"
