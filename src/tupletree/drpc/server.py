@@ -171,14 +171,19 @@ class _Endpoints:
             raise _Refused(405, "bad-request", f"method {request.method} not allowed")
         except _Refused as exc:
             resp = _error(exc.status, exc.kind, exc.message)
-            if exc.status in (408, 411):
-                # Whatever body follows is unframed (or unread): it must not be read as
-                # the next request on this connection. (A 413's unread body is framed:
-                # aiohttp reads and drops it for a while, so the client can read the
-                # answer.)
-                resp.force_close()
             if exc.status == 401:
                 resp.headers["WWW-Authenticate"] = 'Bearer realm="tupletree-drpc"'
+            if exc.status == 411:
+                # Whatever body follows is unframed: it must not be read as the next
+                # request on this connection. (A 413's unread body is framed: aiohttp
+                # reads and drops it for a while, so the client can read the answer.)
+                resp.force_close()
+            elif exc.status == 408:
+                # The rest of a body too slow to wait for: not read for another 10 s
+                # (aiohttp's lingering), the connection ends with the answer.
+                await resp.prepare(request)
+                await resp.write_eof()
+                request.protocol.force_close()
             return resp
         except DRPCBusyError as exc:
             return _error(503, "busy", str(exc))
