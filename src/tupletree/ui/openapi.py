@@ -50,8 +50,8 @@ _WAIT = {
     "name": "wait",
     "in": "path",
     "required": True,
-    "description": "seconds between deactivating and killing, 0 to 86400",
-    "schema": {"type": "string"},
+    "description": "seconds between deactivating and killing",
+    "schema": {"type": "number", "minimum": 0, "maximum": 86400},
 }
 
 _SUMMARY_ENTRY = {
@@ -117,7 +117,10 @@ _COMPONENT_PAGE = {
 _HISTORY = {
     "type": "object",
     "required": ["sampleSecs", "timeline"],
-    "properties": {"sampleSecs": {"type": "number"}, "timeline": {"type": "object"}},
+    "properties": {
+        "sampleSecs": {"type": "number"},
+        "timeline": {"type": "array", "items": {"type": "object", "required": ["t"]}},
+    },
 }
 _OPERATION = {
     "type": "object",

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tupletree.redact import MASK, is_secret_key
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 ERROR_LINE = re.compile(
@@ -234,7 +235,9 @@ def topology_page(
             "edges": edge_rates(graph, comp_rates),
         },
         "errors": parsed[-RECENT_ERRORS:],
-        "configuration": {k: _plain(v) for k, v in conf.items()},
+        "configuration": {
+            k: MASK if v is not None and is_secret_key(k) else _plain(v) for k, v in conf.items()
+        },
     }
 
 
