@@ -126,7 +126,7 @@ def test_secrets_in_the_configuration_are_shown_masked():
         with urllib.request.urlopen(f"{cluster.ui_url}{API}/wc", timeout=30) as r:
             text = r.read().decode()
         assert token not in text and "hunter2" not in text
-        status, page = call("GET", f"{cluster.ui_url}{API}/wc")
+        _, page = call("GET", f"{cluster.ui_url}{API}/wc")
         assert page["configuration"]["drpc.invocations.token"] == "***"
         assert page["configuration"]["my.redis.password"] == "***"
         assert page["configuration"]["topology.max.spout.pending"] == 200
