@@ -15,7 +15,8 @@ not arrive within ``BODY_TIMEOUT_SECS``), 413 ``too-large``, 503 ``shutdown``, 5
 spout-side endpoint without the token), 403 ``forbidden`` (a page of another origin, or
 a Host that is not this server's), 404 ``not-found`` (no such endpoint). A request that
 is not HTTP (a negative Content-Length, a broken chunk) gets aiohttp's own 400, without
-the header, and its connection closed.
+the header, and its connection closed; an ``Expect`` other than ``100-continue``,
+aiohttp's 417. tests/drpc/test_fuzz_requests.py holds the server to this list.
 
 Topologies (DRPC spouts, ReturnResults) use the ``/invocations/...`` endpoints that
 ``tupletree.drpc.invocations`` describes, so a topology running on SparkCluster workers
@@ -277,7 +278,8 @@ class _Endpoints:
         try:
             items = json.loads(body)
             pairs = [(str(item["id"]), str(item["result"])) for item in items]
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than the parser goes (found by fuzzing).
             raise _Refused(
                 400, "bad-request", f"expected a JSON list of {{id, result}}: {exc}"
             ) from None
