@@ -23,9 +23,11 @@ Admission (``admit``), so that no client can keep the others out:
 
 "Oldest" is the longest since the connection last made progress (accepted, a response
 done, the first byte of a head). So connections that send nothing or half a head hold
-no place against a newcomer, and a client that sends its request at once is not
-displaced by them. Every connection of one machine shares one address (loopback): the
-per-peer cap cannot tell local clients apart, the displacing of idle ones still does.
+no place against a newcomer, and a client that sends its request at once is displaced
+only if more newcomers arrive before its head than there are older connections to
+displace (a flood reconnecting faster than the service reads: the larger the pool, the
+rarer). Every connection of one machine shares one address (loopback): the per-peer cap
+cannot tell local clients apart, the displacing of idle ones still does.
 
 Bounds and costs: one entry per open connection (at most ``max_connections``); every
 call O(1) but ``expired``, O(1 + connections it returns).

@@ -17,8 +17,9 @@ What a client can make a service hold, and for how long (the rules are
 ``connection_table.ConnectionTable``'s; this module applies them):
 
 - connections: at most ``max_connections``, at most ``max_connections_per_peer`` from one
-  address. A newcomer displaces the oldest connection that has no request being
-  handled (idle, or with half a head); only when every connection is busy is it refused,
+  address (beyond a loopback bind: half the cap by default). A newcomer displaces the
+  oldest connection that has no request being handled (idle, or with half a head); only
+  when every connection is busy is it refused,
   with a fixed ``503 Service Unavailable`` (with ``busy_headers``) and closed. At most
   ``MAX_REFUSING`` refusals linger at once (each for at most ``REFUSE_LINGER_SECS``,
   reading and dropping what the client sends, so that it can read the answer); beyond
@@ -30,7 +31,9 @@ What a client can make a service hold, and for how long (the rules are
 - descriptors: each service takes its cap from the process's budget
   (``descriptors.py``): the caps of all services plus a reserve fit under the
   open-file limit, so a flood of one service cannot take the descriptors the other, or
-  the rest of the driver, needs.
+  the rest of the driver, needs. Beyond its cap a service holds at most
+  ``MAX_REFUSING`` refusals, ``MAX_ACCEPTING`` connections accepted ahead of their
+  admission and as many displaced ones being closed (``_Listener``), all in its budget.
 - a client that half-closes its side after a complete HTTP/1.1 request still gets its
   answer (then the connection closes). While it waits, the connection is probed every
   sweep with an interim ``100 Continue`` (which HTTP/1.1 clients must accept): a client
@@ -43,8 +46,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -59,14 +64,20 @@ from tupletree.descriptors import PROCESS_BUDGET, DescriptorBudget
 from tupletree.log_limit import ErrorLogLimiter
 
 T = TypeVar("T")
+log = logging.getLogger("tupletree.http")
 
 DEFAULT_HOST = "127.0.0.1"
 START_TIMEOUT_SECS = 30.0
 DEFAULT_MAX_CONNECTIONS = 128
 HEADER_TIMEOUT_SECS = 10.0
 IDLE_TIMEOUT_SECS = 60.0
-MAX_REFUSING = 64
+MAX_REFUSING = 16
 REFUSE_LINGER_SECS = 1.0
+# Connections accepted and not yet admitted or refused (_Listener), and as many being
+# closed after a newcomer displaced them: descriptors beyond the cap, in the budget.
+MAX_ACCEPTING = 16
+RESOURCE_PAUSE_SECS = 0.1
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 MAX_SWEEP_SECS = 0.5
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -113,7 +124,8 @@ class WebServer:
     loop from any thread and returns its result. The keyword arguments are the bounds of
     the module docstring; ``max_connections=None`` is ``default_max_connections``, shrunk
     if the process's open-file limit cannot hold it (a cap asked for is not shrunk:
-    refused), ``max_connections_per_peer=None`` half the cap.
+    refused), ``max_connections_per_peer=None`` the whole cap on a loopback bind (all
+    clients share one address there) and half of it beyond.
     """
 
     def __init__(
@@ -172,12 +184,20 @@ class WebServer:
         return self._loop
 
     def start(self) -> WebServer:
-        overhead = MAX_REFUSING + 1  # lingering refusals, the listening socket
+        # lingering refusals, connections accepted ahead of admission and as many
+        # displaced ones closing, the listening socket
+        overhead = MAX_REFUSING + 2 * MAX_ACCEPTING + 1
         cap = self._budget.take(
             self.name, self.max_connections, overhead, explicit=self._explicit_cap
         )
         self._held_descriptors = cap + overhead
-        per_peer = self._per_peer if self._per_peer is not None else max(1, cap // 2)
+        per_peer = self._per_peer
+        if per_peer is None:
+            # Bound to loopback, every client is this machine, at one address: a
+            # per-address cap cannot tell them apart, it would only shrink the pool
+            # that newcomers displace from (and so how long a new connection has to
+            # send its head). Beyond loopback, one address may take half.
+            per_peer = cap if _loopback(self.host) else max(1, cap // 2)
         self.max_connections = cap
         self.table = ConnectionTable(
             cap, min(per_peer, cap), self.header_timeout, self.idle_timeout
@@ -298,6 +318,15 @@ class WebServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def peer_address(transport: asyncio.BaseTransport) -> str:
@@ -450,7 +479,8 @@ class _Refusal(asyncio.Protocol):
 
 
 class _CappedSite(web.BaseSite):
-    """``TCPSite`` with a protocol factory of our own (the connection cap)."""
+    """``TCPSite`` with a listener of our own (``_Listener``): the connection cap, and
+    a bound on connections accepted ahead of their admission."""
 
     __slots__ = ("_factory", "_host", "_port")
 
@@ -459,7 +489,7 @@ class _CappedSite(web.BaseSite):
         runner: web.BaseRunner,
         host: str,
         port: int,
-        factory: Callable[[], asyncio.BaseProtocol],
+        factory: Callable[[], asyncio.Protocol],
     ) -> None:
         super().__init__(runner)
         self._host, self._port, self._factory = host, port, factory
@@ -470,6 +500,99 @@ class _CappedSite(web.BaseSite):
 
     async def start(self) -> None:
         await super().start()
-        self._server = await asyncio.get_running_loop().create_server(
-            self._factory, self._host, self._port, backlog=self._backlog, reuse_address=True
-        )
+        listener = _Listener(asyncio.get_running_loop(), self._factory)
+        listener.listen(self._host, self._port, self._backlog)
+        self._server = listener  # type: ignore[assignment]
+
+
+class _Listener:
+    """The listening socket. asyncio's own server accepts up to its backlog (128) of
+    connections per wake-up and admits each a few loop turns later, so under a flood
+    hundreds of accepted sockets held descriptors no cap had counted yet (a flood ran
+    the driver out of descriptors with both services within their caps). This one
+    accepts at most ``MAX_ACCEPTING`` connections ahead of their admission, stops
+    reading the socket while they wait (the kernel queues the rest, up to the backlog),
+    and pauses for ``RESOURCE_PAUSE_SECS`` when the process is out of descriptors."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]
+    ) -> None:
+        self._loop = loop
+        self._factory = factory
+        self._sock: socket.socket | None = None
+        self.sockets: list[socket.socket] = []
+        self._pending = 0
+        self._reading = False
+        self._limit = ErrorLogLimiter(max_keys=1)
+
+    def listen(self, host: str, port: int, backlog: int) -> None:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(backlog)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self.sockets = [sock]
+        self._read(True)
+
+    def _read(self, on: bool) -> None:
+        if self._sock is None or on == self._reading:
+            return
+        self._reading = on
+        if on:
+            self._loop.add_reader(self._sock.fileno(), self._accept)
+        else:
+            self._loop.remove_reader(self._sock.fileno())
+
+    def _accept(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        while self._pending < MAX_ACCEPTING:
+            try:
+                conn, _ = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in _OUT_OF_RESOURCES:
+                    self._read(False)
+                    self._loop.call_later(RESOURCE_PAUSE_SECS, self._read, True)
+                    missed = self._limit.admit(None, time.monotonic())
+                    if missed is not None:
+                        log.warning(
+                            "%s: cannot accept connections: %s (%d such not logged)",
+                            self.sockets[0].getsockname() if self.sockets else "?",
+                            exc,
+                            missed,
+                        )
+                    return
+                continue  # the client went away before we took its connection
+            conn.setblocking(False)
+            self._pending += 1
+            task = self._loop.create_task(self._loop.connect_accepted_socket(self._factory, conn))
+            task.add_done_callback(self._admitted)
+        self._read(False)  # MAX_ACCEPTING are waiting for admission: let them in first
+
+    def _admitted(self, task: asyncio.Task[Any]) -> None:
+        self._pending -= 1
+        if not task.cancelled():
+            task.exception()  # a connection that failed at once: nothing to do
+        if self._sock is not None and self._pending < MAX_ACCEPTING:
+            self._read(True)
+
+    def close(self) -> None:
+        self._read(False)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def wait_closed(self) -> None:
+        return None

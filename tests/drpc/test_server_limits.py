@@ -20,6 +20,7 @@ from tupletree.drpc import (
     DRPCUnknownFunctionError,
 )
 from tupletree.drpc.server import MAX_BODY_BYTES
+from tupletree.webserver import MAX_REFUSING
 
 from .raw_http import (
     DEADLINE,
@@ -176,7 +177,7 @@ def test_connections_are_capped():
     with DRPCServer(port=0, max_connections=8, max_connections_per_peer=8) as server:
         server.book.register("f")  # served, but not answered yet
         waiting = call_and_wait(server, 8)
-        extra = [connect(server) for _ in range(40)]  # all refused
+        extra = [connect(server) for _ in range(MAX_REFUSING // 2)]  # all refused
         for sock in extra[:3]:
             data, closed = read_to_close(sock)
             assert statuses(data) == [503] and error_kind(data) == "busy" and closed

@@ -9,8 +9,7 @@ The service reads and steers the cluster only through its public methods
 Bounds: one history per running topology (dropped when it stops running), each of at
 most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled;
 sampling failures logged at most ``ErrorLogLimiter``'s burst per window; connections as
-``webserver.WebServer`` bounds them, at most ``MAX_CONNECTIONS`` (a page polls once a
-second with a few connections; Prometheus and the CLI use one each).
+``webserver.WebServer`` bounds them, at most ``MAX_CONNECTIONS``.
 
 Options (``UIService`` keywords, and ``ui_options`` of the clusters), each checked:
 ``token`` (required on every request but the page's files, see app.py), ``allowed_hosts``
@@ -40,7 +39,11 @@ log = logging.getLogger("tupletree.ui")
 
 DEFAULT_SAMPLE_SECS = 1.0
 MAX_PENDING_KILLS = 64
-MAX_CONNECTIONS = 64
+# A page polls once a second with a few connections, Prometheus and the CLI use one
+# each; the rest is room for newcomers to displace idle or half-sent connections from
+# (a flood's new connections displace the oldest: the larger the pool, the longer a new
+# connection has to send its head).
+MAX_CONNECTIONS = 256
 HEADER_TIMEOUT_SECS = 10.0
 IDLE_TIMEOUT_SECS = 30.0
 OPTIONS = frozenset(
