@@ -39,15 +39,15 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from wordcount import conf, topology  # noqa: E402
+from wordcount import conf, topology
 
-from tupletree import BasicBolt, LocalCluster  # noqa: E402
-from tupletree.drpc import DRPCClient, LinearDRPCTopologyBuilder  # noqa: E402
+from tupletree import BasicBolt, LocalCluster
+from tupletree.drpc import DRPCClient, LinearDRPCTopologyBuilder
 
 ATTACKER = textwrap.dedent(
     r"""
     import asyncio, resource, sys, time
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     silent, slow, secs = (int(a) for a in sys.argv[1:4])
     ui, drpc = (int(p) for p in sys.stdin.readline().split())  # the go: where to
@@ -196,7 +196,7 @@ def main() -> None:
         stdin=subprocess.PIPE,
         text=True,
     )
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = min(args.limit, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit if args.fixed else hard))
     with LocalCluster(drpc_port=0, ui_port=0) as cluster:
