@@ -28,6 +28,10 @@ FORBIDDEN = {
     # below every layer, redact.py and extras.py.
     "store": {p.stem for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
     - {"store", "redact", "extras", "__init__", "__pycache__"},
+    # Trident's states: decisions and storage, driven by trident's committer bolts.
+    "trident/state": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    # A windowed bolt is a plain Bolt to the runtime, like a connector.
+    "windowing": {"runtime", "distributed", "spark", "local"} | _SERVICES,
 }
 
 
@@ -68,3 +72,34 @@ def test_distributed_uses_no_spark_api() -> None:
                 if node.module != "pyspark" or names != {"cloudpickle"}:
                     uses[path.name] = node.module
     assert uses == {}
+
+
+# Top-level modules: the ones below every layer import none of tupletree's packages
+# (but each other as listed); the clusters' shared base sits with local.py.
+_PACKAGES = {p.name for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"}
+_MODULES = {p.stem for p in SRC.glob("*.py")} - {"__init__"}
+_BOTTOM = {
+    "errors",
+    "config",
+    "log_limit",
+    "redact",
+    "extras",
+    "compiled",
+    "webserver",
+    # what both HTTP services apply (webserver.py), standard library only
+    "connection_table",
+    "descriptors",
+    "http_guard",
+}
+TOP_LEVEL_FORBIDDEN = {
+    **{m: (_PACKAGES | _MODULES) - _BOTTOM for m in _BOTTOM},
+    "cluster": {"runtime", "distributed", "spark", "local", "services"} | _SERVICES,
+    "local": {"distributed", "spark", "services"} | _SERVICES,
+}
+
+
+@pytest.mark.parametrize("module", sorted(TOP_LEVEL_FORBIDDEN))
+def test_a_top_level_module_imports_no_higher_layer(module: str) -> None:
+    """cluster.py once imported the DRPC server and the web view (a service, one layer
+    up); they are wired in from above now (services.py)."""
+    assert imported(SRC / f"{module}.py") & TOP_LEVEL_FORBIDDEN[module] == set()

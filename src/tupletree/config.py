@@ -51,6 +51,10 @@ class Config:
     # (fetch, result, fail). A cluster's own server sets it in the topologies it gets;
     # set it by hand for a standalone server started with one (docs/security.md).
     DRPC_INVOCATIONS_TOKEN = "drpc.invocations.token"
+    # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
+    # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
+    # failed at once, so its spout replays it (windowing/executor.py).
+    TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -153,6 +157,8 @@ SETTINGS: dict[str, Setting] = {
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
     # DRPC (services)
     Config.DRPC_INVOCATIONS_TOKEN: Setting(None, _token),
+    # Windowed bolts (tupletree.windowing).
+    Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

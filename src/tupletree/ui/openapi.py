@@ -147,14 +147,50 @@ def _get(summary: str, ok: dict[str, Any], params: list[Any], more: dict | None 
     }
 
 
-def _post(summary: str, params: list[Any], more: dict | None = None) -> dict:
-    return {
-        "post": {
-            "summary": summary,
-            "parameters": params,
-            "responses": {"200": _json("done", _OPERATION), **_GUARD, **_NOT_FOUND, **(more or {})},
-        }
+_BUSY = {"409": _error("the topology is being rebalanced (or too few Spark slots)")}
+
+
+def _post(
+    summary: str, params: list[Any], more: dict | None = None, body: dict | None = None
+) -> dict:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "parameters": params,
+        "responses": {
+            "200": _json("done", _OPERATION),
+            **_GUARD,
+            **_NOT_FOUND,
+            **_BUSY,
+            **(more or {}),
+        },
     }
+    if body is not None:
+        operation["requestBody"] = body
+    return {"post": operation}
+
+
+_REBALANCE_BODY = {
+    "required": False,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "rebalanceOptions": {
+                        "type": "object",
+                        "properties": {
+                            "numWorkers": {"type": "integer", "minimum": 1},
+                            "executors": {
+                                "type": "object",
+                                "additionalProperties": {"type": "integer", "minimum": 1},
+                            },
+                        },
+                    }
+                },
+            }
+        }
+    },
+}
 
 
 _DOCUMENT: dict[str, Any] = {
@@ -209,6 +245,12 @@ _DOCUMENT: dict[str, Any] = {
                 "400": _error("wait is not a number of seconds from 0 to 86400"),
                 "503": _error("too many delayed kills are waiting"),
             },
+        ),
+        "/api/v1/topology/{name}/rebalance/{wait}": _post(
+            "spread a topology over other workers or executors (Storm's rebalance)",
+            [_NAME, _WAIT],
+            {"400": _error("wait or an option is out of range, or names no component")},
+            _REBALANCE_BODY,
         ),
         "/metrics": _get(
             "Prometheus text format, at most a second old",
