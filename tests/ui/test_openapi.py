@@ -72,3 +72,27 @@ def test_made_up_requests_get_documented_answers_and_no_500(cluster):
 
         run()
     assert cases >= 8
+
+
+def test_every_api_route_is_in_the_document():
+    """A route added to the app without its entry in openapi.py fails here (views that
+    other features add to the API belong in the document too)."""
+    from tupletree.ui.app import make_app
+
+    class Quiet:
+        def topologies(self):
+            return []
+
+    service = type("Service", (), {"cluster": Quiet()})()
+    routes = {
+        (route.method.lower(), route.resource.canonical)
+        for route in make_app(service).router.routes()
+        if route.resource is not None and route.method != "HEAD"
+    }
+    documented = {
+        (method, path)
+        for path, operations in openapi_document()["paths"].items()
+        for method in operations
+    }
+    api = {(m, p) for m, p in routes if p.startswith("/api/") or p == "/metrics"}
+    assert api == documented
