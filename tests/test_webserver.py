@@ -278,6 +278,7 @@ with LocalCluster(drpc_port=0, ui_port=0) as cluster:
 """
 
 
+@pytest.mark.slow
 def test_a_flood_of_one_service_leaves_the_other_and_the_process_their_descriptors():
     """A driver whose open-file limit (384) cannot be raised: one client opens 700
     connections to the web view and 300 to the DRPC server and sends nothing. The web
