@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tupletree import BasicBolt, Bolt, Config, TopologyBuilder
+from tupletree.cluster import RESTART
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
 from tupletree.distributed.processes import pid_alive
 
@@ -146,7 +147,7 @@ def sample(cluster: Any, queue: SQLiteQueue, producer: Producer, t0: float, sink
     seen, _ = sink_counts(sink)
     restarts = cluster.worker_restarts(NAME)
     metrics = cluster.metrics(NAME)
-    ledger = metrics.get("__acker", {}).get("pending", "n/a")
+    ledger = metrics["__acker"].get("pending", "n/a") if "__acker" in metrics else "n/a"
     memory = " ".join(
         f"w{i}:{rss / 2**20:.0f}" if (rss := w["rss_bytes"]) is not None else f"w{i}:-"
         for i, w in sorted(cluster.worker_stats(NAME).items())
@@ -289,7 +290,8 @@ def soak(args: argparse.Namespace, spark: Any, tmp: str) -> int:
             time.sleep(0.5)
         print(sample(cluster, queue, producer, t0, sink_path), flush=True)
         restarts = cluster.worker_restarts(NAME)
-        errors = cluster.errors(NAME)
+        task_errors = cluster.error_records(NAME)
+        events = cluster.worker_events(NAME)
         hosts = sorted({w["host"] for w in cluster.worker_stats(NAME).values()})
         addresses = sorted(w.address for w in cluster.workers(NAME).values())
         cluster.kill_topology(NAME)
@@ -305,8 +307,11 @@ def soak(args: argparse.Namespace, spark: Any, tmp: str) -> int:
     print(f"duplicates {executions - len(seen):,} (sink executions beyond the first per id)")
     print(f"kills {kills}  restarts per worker {dict(sorted(restarts.items()))}")
     print(f"on {spark.sparkContext.master}: workers at {', '.join(addresses)} ({', '.join(hosts)})")
-    restarted = sum(1 for e in errors if " restarted (restart " in e)
-    print(f"errors reported {len(errors)} (kept), of which restarts {restarted}")
+    restarted = sum(1 for e in events if e.kind == RESTART)
+    print(
+        f"errors kept: {len(task_errors)} of tasks, {len(events) - restarted} of workers, "
+        f"and {restarted} restarts"
+    )
     if lost:
         print(f"LOST: {sorted(lost)[:20]} ...", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from tupletree import BasicBolt, Bolt, Config, Spout, TopologyBuilder
+from tupletree.cluster import Cluster, ComponentMetrics
 
 WORDS = [
     "the",
@@ -136,8 +137,8 @@ STALL_SECS = 120
 
 
 def run_to_completion(
-    cluster: Any, name: str, total: int, start: float
-) -> tuple[float, dict[str, Any]]:
+    cluster: Cluster, name: str, total: int, start: float
+) -> tuple[float, dict[str, ComponentMetrics]]:
     """Wait until ``total`` sentences are acked or failed; return (seconds since
     ``start``, a perf_counter reading, and the final metrics).
 
@@ -161,7 +162,7 @@ def run_to_completion(
     return time.perf_counter() - start, cluster.metrics(name)
 
 
-def figures(total: int, elapsed: float, metrics: dict[str, Any]) -> dict[str, Any]:
+def figures(total: int, elapsed: float, metrics: dict[str, ComponentMetrics]) -> dict[str, Any]:
     """The benchmark's figures for one word-count run."""
     s = metrics["sentences"]
     return {

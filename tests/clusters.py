@@ -87,7 +87,7 @@ class ClusterHarness:
 
     def advance_time(self, secs: float) -> None:
         if self.exact_time:
-            self.cluster.advance_time(secs)  # type: ignore[attr-defined]
+            self.cluster.advance_time(secs)
             return
         time.sleep(secs * self.scale)
         self.wait_idle()

@@ -1,7 +1,15 @@
-"""The ``tupletree run`` command on the example, in-process (LocalCluster)."""
+"""The ``tupletree run`` command: the example in-process (LocalCluster); stopping a run
+(SIGINT, SIGTERM, a kill from the web view); bad options and files."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +58,165 @@ def test_version_and_help_answer_plainly(capsys: pytest.CaptureFixture[str]) -> 
     text = capsys.readouterr().out
     assert "``" not in text
     assert "usage: tupletree" in text and "run" in text
+
+
+# -- stopping a run: signals, a kill from outside, bad arguments ------------------------
+
+RUN_FILE = """
+import os, time
+from tupletree import Bolt, Config, Spout, TopologyBuilder
+
+CONF = {Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: 0.5}
+MARKS = os.environ["MARKS"]
+
+def mark(what):
+    with open(os.path.join(MARKS, what), "w"):
+        pass
+
+class Numbers(Spout):
+    outputs = ["n"]
+    def open(self, conf, context, collector):
+        self.collector, self.n = collector, 0
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([self.n], msg_id=self.n)
+    def close(self):
+        mark("closed")
+
+class Sink(Bolt):
+    outputs = []
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+    def execute(self, tup):
+        mark("executing")
+        if os.environ.get("BLOCK"):
+            time.sleep(3600)
+        self.collector.ack(tup)
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("sink", Sink()).shuffle_grouping("numbers")
+    return b.create_topology()
+"""
+
+
+def _run_until(tmp_path: Path, mark: str, block: bool) -> subprocess.Popen[str]:
+    """``tupletree run --local`` of RUN_FILE in a child process, once ``mark`` exists."""
+    file = tmp_path / "endless.py"
+    file.write_text(RUN_FILE)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {**os.environ, "MARKS": str(marks), "PYTHONPATH": os.pathsep.join(sys.path)}
+    if block:
+        env["BLOCK"] = "1"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tupletree.cli", "run", "--local", "--no-ui", str(file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not (marks / mark).exists():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, f"{mark} never happened"
+        time.sleep(0.05)
+    return child
+
+
+@pytest.mark.parametrize(
+    ("signum", "block"), [(signal.SIGINT, True), (signal.SIGTERM, True), (signal.SIGTERM, False)]
+)
+def test_ctrl_c_and_sigterm_end_a_run_with_the_summary(
+    tmp_path: Path, signum: int, block: bool
+) -> None:
+    """SIGINT or SIGTERM during a run: it prints the summary and ends (status 130), also
+    with a bolt stuck in execute (named on stderr after the bounded wait); with nothing
+    stuck, the spout's close() ran before it ended."""
+    child = _run_until(tmp_path, "executing", block)
+    child.send_signal(signum)
+    try:
+        out, err = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        raise AssertionError(f"still running 60 s after {signum!r}:\n{out}\n{err}") from None
+    assert child.returncode == 130, err
+    name = signal.Signals(signum).name
+    assert f"tupletree: {name}: stopping endless" in out
+    assert "done: " in out and "  sink " in out
+    assert "Traceback" not in err
+    if block:
+        assert "bolt 'sink' (task" in err and "in execute" in err
+    else:
+        assert (tmp_path / "marks" / "closed").exists()
+
+
+def test_a_run_killed_from_the_web_view_ends_with_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tupletree kill` (the web view's kill) of the topology a `tupletree run` watches:
+    the run ends with a line saying so and the summary, not a traceback."""
+    from tupletree.ui.client import UIClient
+
+    file = tmp_path / "endless.py"
+    file.write_text(RUN_FILE)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("MARKS", str(marks))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def kill_when_running() -> None:
+        client = UIClient(f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if [t["name"] for t in client.topologies()] == ["endless"]:
+                    client.kill("endless", 0)
+                    return
+            except Exception:
+                pass  # not serving yet
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_when_running, daemon=True)
+    killer.start()
+    assert cli.main(["run", "--local", "--ui-port", str(port), str(file)]) == 0
+    killer.join(10)
+    out = capsys.readouterr().out
+    assert "tupletree: endless was killed (from the web view or `tupletree kill`)" in out
+    assert "done: " in out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--ui-port", "70000"], "wants a port from 0 to 65535, got 70000"),
+        (["--duration", "nan"], "wants a finite number of seconds above 0, got nan"),
+        (["--duration", "-1"], "wants a finite number of seconds above 0, got -1"),
+        (["--ui-host", "999.1.1.1"], "tupletree run: "),
+    ],
+)
+def test_bad_run_options_are_one_line_errors(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port out of range, a NaN or negative duration, an address that cannot be
+    listened on: one line naming the value, no traceback, nothing run."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(["run", "--local", *args, str(EXAMPLE)])
+    text = str(done.value.code) if isinstance(done.value.code, str) else capsys.readouterr().err
+    assert done.value.code != 0
+    assert expected in text
+    assert "Traceback" not in text
+    if args[0] == "--ui-host":
+        assert "999.1.1.1" in text and "\n" not in text.strip()
+
+
+def test_a_topology_function_returning_none_is_a_one_line_error(tmp_path: Path) -> None:
+    """topology() that returns None (a forgotten return): one line saying what it got."""
+    file = tmp_path / "forgot.py"
+    file.write_text("def topology():\n    pass\n")
+    with pytest.raises(SystemExit, match=r"must return a Topology .* it returned NoneType"):
+        cli.main(["run", "--local", "--no-ui", str(file)])

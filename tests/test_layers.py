@@ -28,6 +28,10 @@ FORBIDDEN = {
     # below every layer, redact.py and extras.py.
     "store": {p.stem for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
     - {"store", "redact", "extras", "__init__", "__pycache__"},
+    # The records a cluster answers with (errors, timed-out trees, metric shapes): plain
+    # data below every layer, so the runtime builds them and the web view reads them.
+    "records": {p.stem for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
+    - {"records", "__init__", "__pycache__"},
     # Trident's states: decisions and storage, driven by trident's committer bolts.
     "trident/state": {"runtime", "distributed", "spark", "local"} | _SERVICES,
     # A windowed bolt is a plain Bolt to the runtime, like a connector.

@@ -66,6 +66,55 @@ def test_an_async_execute_and_a_generator_next_tuple_are_refused():
         b.create_topology()
 
 
+def _method(kind: str, name: str) -> Any:
+    """A method named ``name`` of the given kind (its body would record a call)."""
+    if kind == "generator":
+
+        def method(self: Any, *args: Any) -> Any:
+            yield args
+
+    elif kind == "async generator":
+
+        async def method(self: Any, *args: Any) -> Any:
+            yield args
+
+    else:
+
+        async def method(self: Any, *args: Any) -> Any:
+            return args
+
+    method.__name__ = name
+    return method
+
+
+SPOUT_METHODS = ("open", "next_tuple", "ack", "fail", "activate", "deactivate", "close")
+BOLT_METHODS = ("prepare", "execute", "cleanup")
+
+
+@pytest.mark.parametrize("kind", ["generator", "async generator", "coroutine"])
+@pytest.mark.parametrize(
+    ("role", "name"), [("spout", n) for n in SPOUT_METHODS] + [("bolt", n) for n in BOLT_METHODS]
+)
+def test_every_called_method_written_as_a_generator_or_async_is_refused(
+    role: str, name: str, kind: str
+) -> None:
+    """Each method the runtime calls, on a spout or a bolt, written as a generator, an
+    async generator or a coroutine function: refused when the topology is built, naming
+    the component and the method (none of its body would ever run)."""
+    base = Spout if role == "spout" else Bolt
+    cls = type("Odd", (base,), {"outputs": ["x"], name: _method(kind, name)})
+    b = TopologyBuilder()
+    if role == "spout":
+        b.set_spout("odd", cls())
+    else:
+        b.set_spout("feed", FeederSpout(["line"]))
+        b.set_bolt("odd", cls()).shuffle_grouping("feed")
+    what = "coroutine function" if kind == "coroutine" else "generator function"
+    with pytest.raises(InvalidTopologyError, match=rf"'odd'.*Odd\.{name} is a {what}") as info:
+        b.create_topology()
+    assert info.value.component == "odd"
+
+
 # -- another topology's tuples --------------------------------------------------------------
 
 

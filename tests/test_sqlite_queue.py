@@ -4,6 +4,7 @@ under it)."""
 from __future__ import annotations
 
 import time
+import types
 from typing import Any
 
 import pytest
@@ -114,4 +115,49 @@ def test_reset_timeout_renews_the_lease(tmp_path: Any) -> None:
         cluster.submit_topology("q", {"topology.message.timeout.secs": 0.4}, b.create_topology())
         assert until(lambda: queue.counts()["done"] == 1)
     assert queue.deliveries() == {1: 1}
+    queue.close()
+
+
+class _Emits:
+    def __init__(self) -> None:
+        self.emitted: list[Any] = []
+
+    def emit(self, values: list[Any], msg_id: Any = None) -> None:
+        self.emitted.append(msg_id)
+
+
+def _opened(path: str, task_index: int) -> tuple[SQLiteQueueSpout, _Emits]:
+    spout = SQLiteQueueSpout(path, batch=1, visibility_timeout_secs=60)
+    context = types.SimpleNamespace(
+        topology_name="q", component_id="queue", this_task_index=task_index
+    )
+    collector = _Emits()
+    spout.open({}, context, collector)
+    return spout, collector
+
+
+def test_a_late_fail_does_not_free_a_lease_another_task_now_holds(tmp_path: Any) -> None:
+    """Task 0's lease on the message expires and task 1 leases it; task 0's tree then
+    fails: the message stays leased by task 1 (freeing it would hand it to a third
+    delivery while task 1's tree is in flight); task 1's ack makes it done."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    queue.put(["only"])
+    first, first_out = _opened(path, 0)
+    second, second_out = _opened(path, 1)
+    first.next_tuple()
+    (msg_id,) = first_out.emitted
+    with immediate(queue._conn):  # task 0's lease is an hour old: expired
+        queue._conn.execute("UPDATE messages SET leased_at = leased_at - 3600")
+    second.next_tuple()
+    assert second_out.emitted == [msg_id]
+    first.fail(msg_id)
+    assert queue.counts() == {"ready": 0, "leased": 1, "done": 0}
+    second.next_tuple()
+    assert second_out.emitted == [msg_id], "delivered a third time while task 1 holds it"
+    second.ack(msg_id)
+    assert queue.counts() == {"ready": 0, "leased": 0, "done": 1}
+    assert queue.deliveries() == {msg_id: 2}
+    for spout in (first, second):
+        spout.close()
     queue.close()

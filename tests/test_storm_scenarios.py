@@ -830,7 +830,7 @@ def test_submitting_a_running_name_again_is_rejected(cluster):
     topo2, _, _ = _pipeline(j2, c2)
     conf = {**TIMEOUT_CONF, Config.TOPOLOGY_WORKERS: 1}
     cluster.submit_topology("same", conf, topo1)
-    with pytest.raises(Exception, match="same"):  # API.md does not fix the type
+    with pytest.raises(ValueError, match="'same' is already running"):
         cluster.submit_topology("same", conf, topo2)
     feeder1.feed(["still"], msg_id=1)
     assert cluster.wait_idle()

@@ -186,3 +186,53 @@ def test_log_searches_only_the_newest_it_keeps():
         ("c", 8.0, ()),
     ]
     assert log.count == 3
+
+
+class Pairs(Bolt):
+    """Emits one tuple anchored to every two inputs (multi-anchored), acks both."""
+
+    outputs = ["n"]
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector, self.waiting = collector, []
+
+    def execute(self, tup: Any) -> None:
+        self.waiting.append(tup)
+        if len(self.waiting) == 2:
+            self.collector.emit([tup[0]], anchors=self.waiting)
+            for held in self.waiting:
+                self.collector.ack(held)
+            self.waiting = []
+
+
+class KeepsAll(Bolt):
+    """Keeps every input, never acks."""
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.kept: list[Any] = []
+
+    def execute(self, tup: Any) -> None:
+        self.kept.append(tup)
+
+
+def test_a_held_multi_anchored_tuple_is_named_in_both_trees(sim_cluster):
+    """A tuple anchored to two trees, held by a bolt that never acks it: both trees
+    time out, and each record names that bolt's task as where it stalled."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["n"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("pairs", Pairs()).shuffle_grouping("feed")
+    b.set_bolt("keeper", KeepsAll()).shuffle_grouping("pairs")
+    sim_cluster.submit_topology(
+        "multi", {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30}, b.create_topology()
+    )
+    feeder.feed([1], msg_id="a")
+    feeder.feed([2], msg_id="b")
+    assert sim_cluster.wait_idle()
+    sim_cluster.advance_time(61)
+    assert tracker.failed == {"a", "b"}
+    trees = sim_cluster.timed_out("multi")
+    assert sorted(t.msg_id for t in trees) == ["a", "b"]
+    for tree in trees:
+        assert [(h.component, h.state) for h in tree.holders] == [("keeper", EXECUTING)]

@@ -286,7 +286,7 @@ class StreamTagBolt(BasicBolt):
 class InspectBolt(BasicBolt):
     """Emits what the Tuple accessors say about its input."""
 
-    outputs = ["component", "stream", "task_ok", "get", "item", "len", "fields", "values"]
+    outputs = ["component", "stream", "task", "get", "item", "len", "fields", "values"]
 
     def prepare(self, conf, context):
         self.spout_tasks = context.component_tasks("words")
@@ -296,7 +296,7 @@ class InspectBolt(BasicBolt):
             [
                 tup.source_component,
                 tup.source_stream,
-                tup.source_task in self.spout_tasks,
+                [tup.source_task, sorted(self.spout_tasks)],
                 tup.get("word"),
                 tup[0],
                 len(tup),
@@ -462,9 +462,9 @@ def test_unpicklable_component_is_rejected_at_submit(component_id, bolt_class):
     b.set_spout("words", WordSpout())
     b.set_bolt(component_id, bolt_class()).shuffle_grouping("words")
     with LocalCluster(simulate_time=True) as cluster:
-        with pytest.raises(Exception) as info:  # the API fixes the message, not the type
+        with pytest.raises(InvalidTopologyError) as info:
             cluster.submit_topology("bad", CONF, b.create_topology())
-        assert component_id in str(info.value)
+        assert component_id in str(info.value) and info.value.component == component_id
         ok = TopologyBuilder()
         ok.set_spout("words", WordSpout())
         ok.set_bolt("fine", PassBolt()).shuffle_grouping("words")
@@ -753,15 +753,22 @@ def test_named_stream_fields_grouping_validates_against_that_stream():
 
 
 def test_tuple_accessors():
-    """A Tuple reports its source and gives values by index, by name, with len and fields."""
+    """A Tuple reports its source and gives values by index, by name, with len and fields.
+    Its source task is the spout task that emitted it: the mocked spout's task of index
+    ``i % 2`` emits word ``i`` (not merely some task of the spout's)."""
     b = TopologyBuilder()
     b.set_spout("words", WordSpout(), parallelism=2)
     b.set_bolt("inspect", InspectBolt()).shuffle_grouping("words")
     rows = read_tuples(run_complete(b, {"words": WORDS}), "inspect")
     assert len(rows) == len(WORDS)
-    for comp, stream, task_ok, got, item, length, fields, values in rows:
-        assert (comp, stream, task_ok, length, fields) == ("words", "default", True, 1, ["word"])
+    emitters: dict[str, set[int]] = defaultdict(set)
+    for comp, stream, (task, spout_tasks), got, item, length, fields, values in rows:
+        assert (comp, stream, length, fields) == ("words", "default", 1, ["word"])
         assert got == item == values[0]
+        emitters[got].add(task)
+        expected = {spout_tasks[i % 2] for i, w in enumerate(WORDS) if w[0] == got}
+        assert task in expected, (got, task, expected)
+    assert set().union(*emitters.values()) == set(spout_tasks)
     assert Counter(r[3] for r in rows) == Counter(w[0] for w in WORDS)
 
 

@@ -16,6 +16,10 @@
 optionally, ``CONF`` (a config dict) and ``report(metrics) -> str`` (printed at the
 end), submits it, shows a live progress line and ends with a summary once the topology
 is quiet (no pending trees and nothing emitted for a moment) or ``--duration`` passed.
+Ctrl-C (SIGINT) or SIGTERM stops it early the same way: the summary so far, then the
+topology is killed (spouts closed, bolts cleaned up, a bounded wait for a task in the
+middle of a call); a topology killed from the web view or ``tupletree kill`` ends the
+run with the summary too.
 It serves the web view (page, REST, /metrics) while it runs, on 127.0.0.1:8080 (or a
 free port when that one is taken) and prints its address; ``list``, ``stats``,
 ``activate``, ``deactivate`` and ``kill`` talk to that service (``--ui``). On Spark it
@@ -32,12 +36,21 @@ requires it on every request and prints the page's address with it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib.util
+import math
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from tupletree.errors import TopologyNotFoundError
 
 QUIET_SECS = 1.0
 DEFAULT_UI_PORT = 8080  # Storm UI's
@@ -70,14 +83,83 @@ def _totals(metrics: dict[str, dict[str, Any]], spouts: list[str]) -> dict[str, 
     return out
 
 
-def watch(
-    cluster: Any, name: str, spouts: list[str], duration: float | None
-) -> tuple[dict, float | None]:
-    """Print a progress line until the topology is quiet or ``duration`` passed.
+class Stop(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM while ``tupletree run`` runs: stop the topology,
+    print the summary. A KeyboardInterrupt, so code that lets Ctrl-C through lets this
+    through too."""
 
-    Returns the last metrics and the ack rate over the observed window (None if the
-    run finished before two observations): work starts before submit returns, so the
-    time since submit would overstate the rate.
+    def __init__(self, signame: str) -> None:
+        super().__init__(signame)
+        self.signame = signame
+
+
+class Signals:
+    """The SIGINT/SIGTERM that ``stop_on_signals`` caught. Until ``defer()`` (just before
+    the submit) the first raises Stop where the main thread is (loading the file, the
+    Spark session's start); after it, it only sets ``event``, which the watch loop waits
+    on: an exception raised by a signal
+    handler lands inside whatever library call runs, and some swallow it (py4j catches
+    a KeyboardInterrupt while it talks to the JVM), so once the topology runs the stop
+    is a flag, not an exception. A second signal only says the stop is under way."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signame: str | None = None
+        self.deferred = False
+
+    def defer(self) -> None:
+        self.deferred = True
+
+    def handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signame is not None:
+            print(f"tupletree: {name} again: already stopping", file=sys.stderr, flush=True)
+            return
+        self.signame = name
+        self.event.set()
+        if not self.deferred:
+            raise Stop(name)
+
+
+# The Signals of the running ``tupletree run`` (None outside one, or off the main thread).
+_signals: Signals | None = None
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Signals | None]:
+    """SIGINT and SIGTERM stop the run, once (see Signals); off the main thread nothing
+    changes."""
+    global _signals
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    signals = _signals = Signals()
+    previous = {sig: signal.signal(sig, signals.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield signals
+    finally:
+        _signals = None
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@dataclass
+class Watched:
+    """What ``watch`` saw: the last metrics, the ack rate over the observed window (None
+    before two observations) and why it ended early, if it did: ``"killed"`` (killed
+    from outside: the web view, ``tupletree kill``) or the signal's name."""
+
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rate: float | None = None
+    ended: str | None = None
+
+
+def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) -> Watched:
+    """Print a progress line until the topology is quiet, ``duration`` passed, it was
+    killed from outside, or SIGINT/SIGTERM stopped the run (``stop_on_signals``).
+
+    The rate is measured over the observed window: work starts before submit returns,
+    so the time since submit would overstate it.
     """
     interactive = sys.stdout.isatty()
     start = last_print = last_change = time.monotonic()
@@ -85,47 +167,59 @@ def watch(
     last_acked = 0
     first: tuple[float, float] | None = None  # (time, acked) when first seen working
     end: tuple[float, float] | None = None
-    while True:
-        time.sleep(0.2)
-        now = time.monotonic()
-        metrics = cluster.metrics(name)
-        t = _totals(metrics, spouts)
-        if t["emitted"] != last_emitted:
-            last_emitted, last_change = t["emitted"], now
-            end = (now, t["acked"])
-            if first is None and t["emitted"]:
-                first = (now, t["acked"])
-        if interactive or now - last_print >= 2.0:
-            rate = (t["acked"] - last_acked) / max(now - last_print, 1e-9)
-            line = (
-                f"acked {t['acked']:>9,}  failed {t['failed']:>6,}  "
-                f"pending {t['pending']:>6,}  {rate:>9,.0f} trees/s"
-            )
-            print(
-                ("\r" + line) if interactive else line,
-                end="" if interactive else "\n",
-                flush=True,
-            )
-            last_print, last_acked = now, t["acked"]
-        if duration is not None and now - start >= duration:
-            end = (now, t["acked"])
-            break
-        if duration is None and t["pending"] == 0 and now - last_change >= QUIET_SECS:
-            break
+    seen = Watched()
+    signals = _signals
+    stopped = signals.event if signals is not None else threading.Event()
+    try:
+        while True:
+            if stopped.wait(0.2):
+                seen.ended = signals.signame if signals is not None else "stopped"
+                break
+            now = time.monotonic()
+            try:
+                metrics = cluster.metrics(name)
+            except TopologyNotFoundError:
+                seen.ended = "killed"
+                break
+            seen.metrics = metrics
+            t = _totals(metrics, spouts)
+            if t["emitted"] != last_emitted:
+                last_emitted, last_change = t["emitted"], now
+                end = (now, t["acked"])
+                if first is None and t["emitted"]:
+                    first = (now, t["acked"])
+            if interactive or now - last_print >= 2.0:
+                rate = (t["acked"] - last_acked) / max(now - last_print, 1e-9)
+                line = (
+                    f"acked {t['acked']:>9,}  failed {t['failed']:>6,}  "
+                    f"pending {t['pending']:>6,}  {rate:>9,.0f} trees/s"
+                )
+                print(
+                    ("\r" + line) if interactive else line,
+                    end="" if interactive else "\n",
+                    flush=True,
+                )
+                last_print, last_acked = now, t["acked"]
+            if duration is not None and now - start >= duration:
+                end = (now, t["acked"])
+                break
+            if duration is None and t["pending"] == 0 and now - last_change >= QUIET_SECS:
+                break
+    except Stop as stop:  # a signal before the run deferred them (tests call watch)
+        seen.ended = stop.signame
     if interactive:
         print()
-    rate = None
     if first is not None and end is not None and end[0] > first[0]:
-        rate = (end[1] - first[1]) / (end[0] - first[0])
-    return metrics, rate
+        seen.rate = (end[1] - first[1]) / (end[0] - first[0])
+    return seen
 
 
 def summary(metrics: dict[str, dict[str, Any]], spouts: list[str], rate: float | None) -> str:
     t = _totals(metrics, spouts)
     speed = f", {rate:,.0f} trees/s" if rate is not None else ""
     lines = [f"done: {t['acked']:,} trees acked, {t['failed']:,} failed{speed}"]
-    lat = [metrics[s].get("complete_latency_p50_ms") for s in spouts]
-    p99 = [metrics[s].get("complete_latency_p99_ms") for s in spouts]
+    lat = [metrics.get(s, {}).get("complete_latency_p50_ms") for s in spouts]
+    p99 = [metrics.get(s, {}).get("complete_latency_p99_ms") for s in spouts]
     if any(v is not None for v in lat):
         lines.append(
             f"complete latency p50 {max(v or 0 for v in lat):.2f} ms, "
@@ -149,10 +243,25 @@ def restarts_line(restarts: dict[int, int]) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    with stop_on_signals():
+        try:
+            return _run_file(args)
+        except Stop as stop:  # before the topology ran, or while it was being stopped
+            print(f"tupletree run: stopped by {stop.signame}", file=sys.stderr)
+            return 130
+
+
+def _run_file(args: argparse.Namespace) -> int:
     from tupletree.config import Config
+    from tupletree.topology.builder import Topology
 
     module = load_module(args.file)
     topology = module.topology()
+    if not isinstance(topology, Topology):
+        raise SystemExit(
+            f"tupletree run: topology() in {args.file} must return a Topology "
+            f"(TopologyBuilder.create_topology()), it returned {type(topology).__name__}"
+        )
     conf = dict(getattr(module, "CONF", {}) or {})
     if args.workers is not None:
         conf[Config.TOPOLOGY_WORKERS] = args.workers
@@ -222,6 +331,11 @@ def _run(
         print(f"tupletree: web view at {page} (REST /api/v1, /metrics)", flush=True)
     started = time.monotonic()
     submitted_at = time.time()
+    if _signals is not None:
+        # From now on a signal is a flag: the submit completes (its own timeouts bound
+        # it), then the watch below ends at once, the summary is printed and the
+        # topology killed; raised inside a submit, it could leave workers half started.
+        _signals.defer()
     cluster.submit_topology(name, conf, topology)
     ready_at = time.time()  # submit returns once every worker is ready
     print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
@@ -238,7 +352,7 @@ def _run(
         ):
             print(f"tupletree: {line}", flush=True)
     try:
-        metrics, rate = watch(cluster, name, spouts, args.duration)
+        seen = watch(cluster, name, spouts, args.duration)
     except SparkJobFailed as exc:  # the workers' Spark job is gone
         if sys.stdout.isatty():
             print()
@@ -249,27 +363,34 @@ def _run(
             print(f"Spark's own log: {jvm_log}", file=sys.stderr)
         cluster.kill_topology(name)
         return 1
-    print(summary(metrics, spouts, rate))
+    if seen.ended == "killed":
+        print(f"tupletree: {name} was killed (from the web view or `tupletree kill`)")
+        print(summary(seen.metrics, spouts, seen.rate))
+        return 0
+    if seen.ended is not None:
+        print(f"tupletree: {seen.ended}: stopping {name}", flush=True)
+        with contextlib.suppress(TopologyNotFoundError, SparkJobFailed):
+            seen.metrics = cluster.metrics(name)  # the figures up to the signal
+    print(summary(seen.metrics, spouts, seen.rate))
     if spark is not None:
         from tupletree.spark import placement
 
         print(placement.summary_line(cluster.master, placement.placed(cluster.workers(name))))
-    restarts = getattr(cluster, "worker_restarts", None)
-    if restarts is not None:
-        print(restarts_line(restarts(name)))
+        print(restarts_line(cluster.worker_restarts(name)))
     report = getattr(module, "report", None)
-    if callable(report):
-        print(report(metrics))
+    if callable(report) and seen.ended is None:
+        print(report(seen.metrics))
     errors = cluster.errors(name)
     if errors:
         print(f"{len(errors)} error(s) reported; the first:\n{errors[0]}", file=sys.stderr)
     cluster.kill_topology(name)
-    return 0
+    return 130 if seen.ended is not None else 0
 
 
 def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
     """The cluster, serving the web view unless ``--no-ui``; when the default port is
-    taken, on a free one instead (an explicit ``--ui-port`` that is taken is an error)."""
+    taken, on a free one instead (an explicit ``--ui-port`` that is taken, or an address
+    that cannot be listened on, is a one-line error)."""
     if args.no_ui:
         return cls(**kwargs)
     from tupletree.ui.client import token_from_env
@@ -281,15 +402,40 @@ def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
     except ValueError as exc:  # a bad token or host name: say which, without a traceback
         raise SystemExit(f"tupletree run: {exc}") from None
     except OSError as exc:
-        if args.ui_port is not None:
+        if args.ui_port is not None or exc.errno != errno.EADDRINUSE:
             raise SystemExit(f"tupletree run: {exc}") from None
+    try:
         return cls(ui_port=0, ui_host=args.ui_host, ui_options=options, **kwargs)
+    except OSError as exc:
+        raise SystemExit(f"tupletree run: {exc}") from None
 
 
 def _ui_token_set() -> bool:
     from tupletree.ui.client import token_from_env
 
     return token_from_env() is not None
+
+
+def _port(text: str) -> int:
+    """``--ui-port``: 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"wants a port from 0 to 65535, got {port}")
+    return port
+
+
+def _seconds(text: str) -> float:
+    """``--duration``: a finite number of seconds above 0."""
+    try:
+        secs = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a number of seconds, got {text!r}") from None
+    if not math.isfinite(secs) or secs <= 0:
+        raise argparse.ArgumentTypeError(f"wants a finite number of seconds above 0, got {text}")
+    return secs
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
@@ -416,10 +562,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--local", action="store_true", help="use the in-process LocalCluster")
     run.add_argument("--master", default=None, help="Spark master (default: local[*])")
     run.add_argument("--workers", type=int, default=None, help="topology.workers")
-    run.add_argument("--duration", type=float, default=None, help="stop after SECS")
+    run.add_argument("--duration", type=_seconds, default=None, help="stop after SECS")
     run.add_argument(
         "--ui-port",
-        type=int,
+        type=_port,
         default=None,
         help=f"web view port (default {DEFAULT_UI_PORT}, or a free one when it is taken)",
     )

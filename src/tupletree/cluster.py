@@ -22,23 +22,68 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from tupletree.config import Config, validate
 from tupletree.errors import InvalidConfigError, InvalidTopologyError, TopologyRebalancingError
+from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics, TaskStats
+from tupletree.records.stalls import TimedOutTree
 from tupletree.topology.builder import require_topology
+
+# The protocol's answers, for its users (ui/, testing/), which import nothing of the
+# runtime: the records and shapes are built there and read here by name.
+__all__ = [
+    "ERROR",
+    "RESTART",
+    "Cluster",
+    "ClusterBase",
+    "ComponentMetrics",
+    "TaskError",
+    "TaskStats",
+    "TimedOutTree",
+    "WorkerEvent",
+    "WorkerStats",
+    "check_components",
+    "plan_rebalance",
+]
 
 log = logging.getLogger("tupletree")
 
 MAX_REBALANCE_WAIT_SECS = 24 * 3600.0
 
 
+class WorkerStats(TypedDict):
+    """One worker's current process, in ``cluster.worker_stats(name)``: where it runs,
+    its ``attempt`` (``restarts``: attempts before this one), its resident memory at its
+    last report (None before one, or where it cannot be read) and how old that report
+    is. LocalCluster's one worker is the process the cluster runs in. A distributed
+    worker also counts the frames it refused so far, by kind (``frames_refused``:
+    ``control``, ``data``, ``unreadable``; see ``control.Metrics``)."""
+
+    host: str
+    pid: int
+    attempt: int
+    restarts: int
+    rss_bytes: int | None
+    report_age_secs: float | None
+    frames_refused: NotRequired[dict[str, int] | None]
+
+
 @runtime_checkable
 class Cluster(Protocol):
-    """What a test or a tool may rely on from any cluster.
+    """What a test or a tool may rely on from any cluster: the web view (``ui/``) and
+    the testing helpers (``testing/``) use nothing else (tests/test_cluster_protocol.py
+    checks that they call no other method).
 
-    ``simulate_time`` is True only on ``LocalCluster(simulate_time=True)``, which alone
-    has ``advance_time(secs)``; elsewhere time is real and ``wait_idle`` waits.
+    ``simulate_time`` is True only on ``LocalCluster(simulate_time=True)``, where
+    ``advance_time(secs)`` moves the clock; elsewhere time is real, ``wait_idle`` waits
+    and ``advance_time`` raises RuntimeError.
+
+    Errors come as records (``error_records``: the tasks' exceptions; ``worker_events``:
+    the workers' own errors and restarts, kept apart so a flood of the first cannot push
+    out the second) and as the texts rendered from both (``errors``), in the order they
+    were reported.
     """
 
     simulate_time: bool
@@ -55,9 +100,19 @@ class Cluster(Protocol):
 
     def topologies(self) -> list[str]: ...
 
-    def metrics(self, name: str) -> dict[str, dict[str, Any]]: ...
+    def metrics(self, name: str) -> dict[str, ComponentMetrics]: ...
 
     def errors(self, name: str) -> list[str]: ...
+
+    def error_records(self, name: str) -> list[TaskError]: ...
+
+    def worker_events(self, name: str) -> list[WorkerEvent]: ...
+
+    def timed_out(self, name: str) -> list[TimedOutTree]: ...
+
+    def worker_stats(self, name: str) -> dict[int, WorkerStats]: ...
+
+    def logs(self, name: str) -> list[str]: ...
 
     def topology_info(self, name: str) -> dict[str, Any]: ...
 
@@ -67,9 +122,13 @@ class Cluster(Protocol):
         wait_secs: float | None = None,
         workers: int | None = None,
         parallelism: Mapping[str, int] | None = None,
+        *,
+        block: bool = True,
     ) -> None: ...
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool: ...
+
+    def advance_time(self, secs: float) -> None: ...
 
     def shutdown(self) -> None: ...
 
@@ -162,6 +221,8 @@ def plan_rebalance(
 
 
 class ClusterBase:
+    simulate_time = False  # LocalCluster(simulate_time=True) sets it
+
     def __init__(
         self,
         drpc_port: int | None = None,
@@ -265,7 +326,7 @@ class ClusterBase:
                 self._rebalanced(name)
 
         # In simulated time nothing runs behind the caller's back: a rebalance too.
-        if block or getattr(self, "simulate_time", False):
+        if block or self.simulate_time:
             finish()
             return
 

@@ -51,6 +51,10 @@ class Config:
     # (fetch, result, fail). A cluster's own server sets it in the topologies it gets;
     # set it by hand for a standalone server started with one (docs/security.md).
     DRPC_INVOCATIONS_TOKEN = "drpc.invocations.token"
+    # Kill, Ctrl-C and SIGTERM (runtime hardening). Storm's: how long a kill waits for
+    # a worker to stop (between two tuples, then close() and cleanup()) before it gives
+    # up on it, naming the task that would not stop (LocalCluster's kill_topology).
+    SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"
     # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
     # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
     # failed at once, so its spout replays it (windowing/executor.py).
@@ -157,6 +161,10 @@ SETTINGS: dict[str, Setting] = {
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
     # DRPC (services)
     Config.DRPC_INVOCATIONS_TOKEN: Setting(None, _token),
+    # Kill, Ctrl-C and SIGTERM (runtime hardening).
+    Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: Setting(
+        3, _number(positive=True, maximum=3600.0)
+    ),
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }

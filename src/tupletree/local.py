@@ -13,24 +13,37 @@ Storm's LocalCluster, whose topologies also share one process), executors regrou
 tasks (what the web view shows; every task of the one worker runs on its thread either
 way), and in real time the wait ends early once no tree is pending. In simulated time
 the wait is not spent (time moves only when the test says): the worker is run to idle.
+
+A kill (``kill_topology``, the web view's, the end of ``tupletree run``) asks the worker
+to stop and waits for it at most ``supervisor.worker.shutdown.sleep.secs``: the worker's
+thread ends its turn before the next tuple, then closes the spouts and cleans up the
+bolts, once, on its own thread. A task still inside one call of user code when the wait
+is over is named in a warning; the name is free again at once, and the worker's thread
+cleans up whenever that call returns (a thread cannot be killed from outside).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tupletree.cluster import ClusterBase, plan_rebalance
+from tupletree.cluster import ClusterBase, WorkerStats, plan_rebalance
 from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError, WorkerDiedError
+from tupletree.records.errors import TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics
+from tupletree.records.stalls import TimedOutTree
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
+from tupletree.runtime.log_capture import TopologyLogs
+from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.metrics import aggregate
-from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 
@@ -45,23 +58,27 @@ IDLE_SLEEP_SECS = 0.001
 class _Runner:
     """A worker driven by a background thread in real time."""
 
-    def __init__(self, worker: Worker, clock: RealClock) -> None:
+    def __init__(self, worker: Worker, clock: RealClock, logs: TopologyLogs) -> None:
         self.worker = worker
         self.clock = clock
+        self.logs = logs
         self.commands: deque[Callable[[], None]] = deque()
         self.wake = threading.Event()
         self.cond = threading.Condition()
         self.idle_rounds = 0
-        self.stopping = False
         self.failure: BaseException | None = None
         self.thread = threading.Thread(
             target=self._loop, name=f"tupletree-{worker.name}", daemon=True
         )
 
     def _loop(self) -> None:
+        with self.logs.running(self.worker.name):
+            self._run()
+
+    def _run(self) -> None:
         worker, clock = self.worker, self.clock
         try:
-            while not self.stopping:
+            while not worker.stopping:
                 while self.commands:
                     self.commands.popleft()()
                 now = clock.now()
@@ -107,17 +124,22 @@ class _Runner:
             raise WorkerDiedError(self.worker.name, describe(self.failure))
         return idle
 
-    def stop(self) -> None:
-        self.stopping = True
+    def stop(self, timeout: float) -> bool:
+        """Ask the worker to stop; wait up to ``timeout`` for its thread to end (it
+        closes and cleans up its tasks first). False if it is still running."""
+        self.worker.request_stop()
         self.wake.set()
-        if self.thread is not threading.current_thread():
-            self.thread.join()
+        if self.thread is threading.current_thread() or not self.thread.is_alive():
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
 
 class LocalCluster(ClusterBase):
     """An in-process cluster: ``submit_topology``, ``kill_topology``, ``activate``,
-    ``deactivate``, ``metrics``, ``errors``, ``wait_idle`` and, with
-    ``simulate_time=True``, ``advance_time``."""
+    ``deactivate``, ``metrics``, ``errors`` (and their records), ``logs``,
+    ``worker_stats``, ``wait_idle`` and, with ``simulate_time=True``,
+    ``advance_time``."""
 
     def __init__(
         self,
@@ -140,6 +162,8 @@ class LocalCluster(ClusterBase):
         self._executors: dict[str, dict[str, int]] = {}
         self._requested_workers: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Log records of the topologies' components (WARNING and up): logs(name).
+        self._logs = TopologyLogs().install()
         self._start_ui()
 
     # -- topologies -----------------------------------------------------------------
@@ -163,11 +187,13 @@ class LocalCluster(ClusterBase):
             self._active[name] = not inactive
             self._executors[name] = {c: s.parallelism for c, s in topology.components.items()}
             self._requested_workers[name] = full_conf[Config.TOPOLOGY_WORKERS]
-        runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
+        clock = self.clock
+        runner = None if isinstance(clock, SimulatedClock) else _Runner(worker, clock, self._logs)
         if runner is not None:
             worker.wake = runner.wake.set
         try:
-            worker.start(active=not inactive)
+            with self._logs.running(name):
+                worker.start(active=not inactive)
         except BaseException:
             # Not started: the name stays free for a corrected topology.
             self._forget(name)
@@ -188,7 +214,8 @@ class LocalCluster(ClusterBase):
         worker = self._worker(name)
         runner = self._runners.get(name)
         if runner is None:
-            fn(worker)
+            with self._logs.running(name):
+                fn(worker)
         else:
             runner.call(lambda: fn(worker))
 
@@ -237,20 +264,40 @@ class LocalCluster(ClusterBase):
         return run
 
     def kill_topology(self, name: str) -> None:
-        """Stop the topology now: spouts are closed and bolts cleaned up."""
+        """Stop the topology now: the running task stops before its next tuple, then
+        spouts are closed and bolts cleaned up, once, on the worker's thread. Waits at
+        most ``supervisor.worker.shutdown.sleep.secs`` (then logs which task would not
+        stop); a second kill meanwhile waits for the same stop."""
         worker = self._worker(name)
-        runner = self._runners.pop(name, None)
-        if runner is None:
-            worker.shutdown()
+        runner = self._runners.get(name)
+        if runner is None:  # simulated time: the caller's thread runs the worker
+            with self._logs.running(name):
+                worker.shutdown()
         else:
-            runner.stop()
-        self._forget(name)
+            wait = worker.conf[Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS]
+            if not runner.stop(wait):
+                log.warning(
+                    "topology %r did not stop within %g s (%s=%g): %s is still running; "
+                    "its spouts are closed and bolts cleaned up once that call returns",
+                    name,
+                    wait,
+                    Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS,
+                    wait,
+                    worker.busy_task(),
+                )
+        self._forget(name, worker)
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, worker: Worker | None = None) -> None:
+        """Free ``name`` (only if ``worker`` still holds it, when given: a second kill,
+        or a topology submitted again under the name meanwhile, leaves it be)."""
         with self._lock:
+            if worker is not None and self._workers.get(name) is not worker:
+                return
             del self._workers[name]
+            self._runners.pop(name, None)
             for table in (self._active, self._executors, self._requested_workers):
                 table.pop(name, None)
+        self._logs.forget(name)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
@@ -273,7 +320,7 @@ class LocalCluster(ClusterBase):
 
     # -- observation ----------------------------------------------------------------
 
-    def metrics(self, name: str) -> dict[str, dict[str, Any]]:
+    def metrics(self, name: str) -> dict[str, ComponentMetrics]:
         """Per component (and per task): emitted, transferred, executed, acked, failed,
         timed_out, errors and, for spouts, complete latency (mean, p50, p99 in ms)."""
         worker = self._worker(name)
@@ -286,8 +333,38 @@ class LocalCluster(ClusterBase):
         return self._worker(name).timed_out.records()
 
     def errors(self, name: str) -> list[str]:
-        """Errors reported by the topology's tasks (user exceptions), oldest first."""
-        return list(self._worker(name).errors)
+        """Errors reported by the topology's tasks (user exceptions) and its worker,
+        oldest first, as text (rendered from ``error_records`` and ``worker_events``)."""
+        return self._worker(name).errors.texts()
+
+    def error_records(self, name: str) -> list[TaskError]:
+        """The tasks' errors, oldest first (the newest MAX_ERRORS_KEPT)."""
+        return self._worker(name).errors.task_errors()
+
+    def worker_events(self, name: str) -> list[WorkerEvent]:
+        """The worker's own errors (its thread died, a value it could not serialize),
+        oldest first, kept apart from the tasks' errors."""
+        return self._worker(name).errors.events()
+
+    def logs(self, name: str) -> list[str]:
+        """Log records (WARNING and up) the topology's components logged on its worker's
+        thread, oldest first, ``LEVEL: logger: message`` (runtime/log_capture.py)."""
+        self._worker(name)
+        return self._logs.lines(name)
+
+    def worker_stats(self, name: str) -> dict[int, WorkerStats]:
+        """The one worker, 0: this process (``attempt`` and ``restarts`` 0, memory read
+        now, so its report is 0 s old)."""
+        self._worker(name)
+        stats: WorkerStats = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "attempt": 0,
+            "restarts": 0,
+            "rss_bytes": resident_bytes(),
+            "report_age_secs": 0.0,
+        }
+        return {0: stats}
 
     # -- time -----------------------------------------------------------------------
 
@@ -304,23 +381,28 @@ class LocalCluster(ClusterBase):
             clock.advance(step)
             remaining -= step
             for worker in list(self._workers.values()):
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
+                with self._logs.running(worker.name):
+                    worker.run_until_idle(SIMULATED_MAX_ROUNDS)  # fires what is due first
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once nothing is queued or executing and the spouts emitted nothing in
         their last round. False if ``timeout`` passed first (real time only);
         WorkerDiedError if a topology's worker thread died (never a silent True)."""
         if self.simulate_time:
-            return all(
-                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
-                for worker in list(self._workers.values())
-            )
+            return all(self._run_to_idle(worker) for worker in list(self._workers.values()))
         return all(runner.wait_idle(timeout) for runner in list(self._runners.values()))
+
+    def _run_to_idle(self, worker: Worker) -> bool:
+        with self._logs.running(worker.name):
+            return worker.run_until_idle(SIMULATED_MAX_ROUNDS)
 
     # -- lifecycle --------------------------------------------------------------------
 
     def shutdown(self) -> None:
         self._stop_ui()
+        for worker in list(self._workers.values()):
+            worker.request_stop()  # all at once: the waits below overlap
         for name in list(self._workers):
             self.kill_topology(name)
         self._stop_drpc()
+        self._logs.uninstall()

@@ -3,6 +3,7 @@ RabbitMQ's delivery semantics (tests/connectors/fake_broker.py)."""
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
 import time
@@ -96,6 +97,12 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
         counts = connector_totals(cluster.metrics("t")["src"])
         errors = cluster.errors("t")
     assert set(broker.written) == set(bodies)
+    # Duplicates are bounded by what was in flight at the drop (max spout pending plus
+    # the spout's buffer of as many), not a second pass over everything.
+    written = collections.Counter(broker.written)
+    in_flight = 2 * CONF["topology.max.spout.pending"]
+    assert sum(written.values()) - len(bodies) <= in_flight, written.most_common(3)
+    assert max(written.values()) <= 2
     assert counts["reconnects"] >= 1 and counts["redelivered"] >= 20
     assert counts["stale"] + counts["stale_settles"] >= 20
     assert any("fake://" in e and "connection closed by the broker" in e for e in errors)
@@ -301,3 +308,50 @@ def test_the_lease_check_advises_only_fixes_that_can_be_made(lease, fixes) -> No
     message = str(info.value)
     assert message.endswith(" or ".join(fixes))
     assert "below -" not in message and "below 0" not in message
+
+
+EXECUTIONS: dict[str, int] = {}
+
+
+class FailFirstTime(BasicBolt):
+    """Counts executions per message; fails each message's first one."""
+
+    outputs: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        EXECUTIONS[tup[0]] = EXECUTIONS.get(tup[0], 0) + 1
+        if EXECUTIONS[tup[0]] == 1:
+            raise FailedException("the first time")
+
+
+def test_a_replay_made_stale_by_a_dropped_connection_is_not_emitted() -> None:
+    """Two messages fail and wait 4 s for their replay; the connection drops meanwhile,
+    so the broker delivers them again itself. The spout's own replays, due later, are
+    for deliveries of the dead channel: dropped (counted stale), not emitted: each
+    message is executed twice (the failure, the redelivery), not three times."""
+    EXECUTIONS.clear()
+    name, broker = fake([b"a", b"b"])
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name, retry=RetryPolicy(initial_delay_secs=4, max_delay_secs=4)))
+    b.set_bolt("work", FailFirstTime()).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["failed"] == 2)
+        broker.drop_connections()
+        assert until(lambda: not broker.ready and not broker.unacked)  # redelivered, acked
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["stale"] >= 2)
+        counts = connector_totals(cluster.metrics("t")["src"])
+    assert EXECUTIONS == {"a": 2, "b": 2}
+    assert counts["reconnects"] >= 1 and counts["held"] == 0
+
+
+def test_a_leased_spout_with_message_timeouts_off_is_refused_at_submit() -> None:
+    """With message timeouts off a stalled tree lives forever, past any lease: a spout
+    with a lease is refused at submit, naming the key to turn on and the lease."""
+    name, _ = fake([])
+    conf = {**CONF, "topology.enable.message.timeouts": False}
+    with LocalCluster() as cluster, pytest.raises(InvalidConfigError) as err:
+        cluster.submit_topology("t", conf, topology(FakeSpout(name, lease_secs=3600)))
+    assert err.value.key == "topology.enable.message.timeouts"
+    assert "'src'" in str(err.value) and "lease_secs" in str(err.value)
+    assert cluster.topologies() == []

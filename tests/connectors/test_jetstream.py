@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import time
 import uuid
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from tests.connectors.nats_server import LocalNatsServer, ServerUnavailable
 from tests.connectors.proxy import TcpProxy
 from tests.connectors.support import CONF, FailPoison, SlowAcker, pipeline, until
-from tupletree import LocalCluster
+from tupletree import Bolt, LocalCluster
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
 
@@ -207,6 +208,11 @@ def test_cut_connections_lose_nothing(streams: Streams) -> None:
     assert midway == [True] * 3, "a cut came after the run ended"
     assert info.num_pending == 0 and info.num_ack_pending == 0
     assert set(written) == set(bodies)
+    # Each cut can duplicate what was in flight then (the spout's pending trees, its
+    # buffer, the sink's unconfirmed writes: 20 each), not everything a second time.
+    duplicates = sum(written.values()) - len(bodies)
+    assert duplicates <= 3 * 3 * conf["topology.max.spout.pending"], duplicates
+    assert max(written.values()) <= 4
     assert counts["reconnects"] >= 3 and sink["reconnects"] >= 1
 
 
@@ -345,7 +351,7 @@ def test_the_sequence_and_delivery_count_are_read_as_nats_py_reads_them() -> Non
         msg = Msg(None, subject="orders.x", reply=reply, data=b"")
         meta = msg.metadata
         assert delivery_of(msg) == (meta.sequence.stream, meta.num_delivered)
-    with pytest.raises(Exception):  # noqa: B017 - nats-py's own complaint about the form
+    with pytest.raises(nats.errors.NotJSMessageError):  # nats-py's own complaint
         delivery_of(Msg(None, subject="x", reply="$JS.ACK.too.short", data=b""))
 
 
@@ -378,3 +384,80 @@ def test_writes_a_full_stream_refuses_fail_their_inputs_and_are_reported(
     assert sink_counts["written"] == 3 and sink_counts["refused"] == 5
     assert len(streams.bodies(full)) == 3
     assert any("JetStreamSink 'sink'" in e and "maximum messages" in e for e in errors), errors
+
+
+# -- promises a mutation run found untested ---------------------------------------------
+
+EXECUTED: dict[str, list[float]] = collections.defaultdict(list)
+
+
+class ResetThenFailOnce(Bolt):
+    """Records when each message is executed; the first time, resets its tree's timeout
+    (in-progress at the broker) and then fails it; later, acks it."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        runs = EXECUTED[tup[0]]
+        runs.append(time.monotonic())
+        if len(runs) == 1:
+            self.collector.reset_timeout(tup)
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_a_reset_tree_that_fails_is_delivered_again_after_the_retry_delay(
+    streams: Streams,
+) -> None:
+    """reset_timeout renews the lease (+WPI) without acknowledging: the tree then fails
+    and its message comes back, not before the policy's 2 s delay (a nak without the
+    delay brings it back at once; an +ACK for the reset, never)."""
+    EXECUTED.clear()
+    src, _ = streams.add("in", [b"once"])
+    retry = RetryPolicy(initial_delay_secs=2, max_delay_secs=2)
+    spout = JetStreamSpout(src, "work", streams.server, retry=retry)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("js", CONF, pipeline(spout, None, bolt=ResetThenFailOnce()))
+        acked = until(lambda: connector_totals(cluster.metrics("js")["source"])["acked"] == 1, 30)
+        assert acked, (dict(EXECUTED), cluster.errors("js"))
+    (first, second) = EXECUTED["once"]
+    assert second - first >= 1.9, f"delivered again after {second - first:.2f} s"
+
+
+def test_a_dead_letter_write_that_fails_leaves_the_message_in_the_stream(
+    streams: Streams,
+) -> None:
+    """The dead-letter stream refuses the write of a given-up message (it is larger than
+    the stream's max_msg_size): the failure is reported and the message is not
+    terminated (+TERM): the consumer's ack floor stays before it, the stream keeps it."""
+    src, _ = streams.add("in", [b"poison"])
+    dead, dead_subject = f"{streams.prefix}_dead", f"{streams.prefix}.dead"
+
+    async def tiny(js: Any) -> None:
+        await js.add_stream(name=dead, subjects=[dead_subject], max_msg_size=1)
+
+    _run(_with_js(streams.server, tiny))
+    streams.names.append(dead)
+    spout = JetStreamSpout(
+        src,
+        "work",
+        streams.server,
+        retry=RetryPolicy(max_retries=0, max_delay_secs=30),
+        dead_letter=dead_subject,
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("js", CONF, pipeline(spout, None, bolt=FailPoison()))
+        feed = until(
+            lambda: any(
+                "could not be written to the dead letter" in e for e in cluster.errors("js")
+            )
+        )
+        assert feed, cluster.errors("js")
+        cluster.kill_topology("js")
+    info = streams.consumer(src, "work")
+    assert info.ack_floor.stream_seq == 0, "the message was terminated"
+    assert info.num_ack_pending + info.num_pending == 1

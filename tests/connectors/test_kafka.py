@@ -442,3 +442,34 @@ def test_partitions_added_to_the_topic_are_picked_up_and_shared_out(
     assert sorted(Record.seen[key]) == sorted(f"m{i}" for i in range(40))
     assert sorted(counts["assigned"] for counts in per_task.values()) == [1, 1]
     assert committed(broker, src, "grow", 2) == ends
+
+
+def test_a_refused_dead_letter_write_holds_the_commit_back(broker: LocalKafkaBroker) -> None:
+    """The dead-letter topic's name is one the broker refuses, so writing the given-up
+    'poison' fails: the error names the record and the topic, the session ends, and the
+    next one reads the poison again from the committed offset, which never passed it
+    though the record after it was acked (a refusal that acked it anyway commits 2)."""
+    src = topic(broker)
+    produce(broker, src, [b"poison", b"a"])
+    missing = f"not a topic {uuid.uuid4().hex[:8]}!"  # tansu creates missing topics
+    spout = KafkaSpout(
+        src,
+        "dead-refused",
+        broker.bootstrap_servers,
+        retry=RetryPolicy(max_retries=0),
+        dead_letter=missing,
+        commit_period_secs=0.1,
+        timeout_secs=1,
+        check_at_submit=False,
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", CONF, pipeline(spout, None, bolt=FailPoison()))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["acked"] >= 1)
+        assert until(
+            lambda: any(f"dead letter topic {missing!r}" in e for e in cluster.errors("k"))
+        )
+        # Read again from the committed offset by the next session: the poison's third
+        # delivery (the first, then the one after the first refusal).
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["received"] >= 3)
+        offsets = committed(broker, src, "dead-refused", 1)
+    assert offsets[0] in (-1001, 0), f"committed past the poison: {offsets}"

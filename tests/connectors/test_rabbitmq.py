@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.connectors.support import POISON, pipeline, until
+from tests.connectors.support import POISON, FailPoison, pipeline, until
 from tupletree import Bolt, LocalCluster, TopologyBuilder
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
@@ -283,3 +283,31 @@ def test_the_prefetch_bounds_what_the_broker_hands_the_spout(channel: Any, queue
         assert not until(lambda: ready(channel, src) < 260, 1.0)  # ...and no more
         counts = connector_totals(cluster.metrics("rabbit-prefetch")["source"])
     assert counts["received"] == 20 and counts["held"] == 20 and counts["buffered"] == 20
+
+
+def test_a_given_up_message_without_a_dead_letter_is_rejected_not_requeued(
+    channel: Any, queues: Any
+) -> None:
+    """No ``dead_letter``: a message that failed for good is rejected without requeue,
+    so the queue's own dead-letter exchange takes it, once (requeued, it would come
+    back to fail again, thousands of times a second)."""
+    _, _, dead = queues
+    src = f"{dead}-with-dlx"
+    channel.queue_declare(
+        src, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead}
+    )
+    try:
+        put(channel, src, [POISON, "fine"])
+        spout = RabbitMQSpout(src, URL, retry=RetryPolicy(max_retries=0))
+        with LocalCluster() as cluster:
+            cluster.submit_topology("rabbit-reject", CONF, pipeline(spout, None, bolt=FailPoison()))
+            assert until(lambda: ready(channel, dead) == 1)
+            assert until(
+                lambda: connector_totals(cluster.metrics("rabbit-reject")["source"])["acked"] == 1
+            )
+            counts = connector_totals(cluster.metrics("rabbit-reject")["source"])
+        assert counts["dead_lettered"] == 1 and counts["received"] == 2
+        assert ready(channel, src) == 0
+        assert drain(channel, dead) == [POISON]
+    finally:
+        channel.queue_delete(src)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.connectors.support import POISON, SlowAcker, pipeline, until
-from tupletree import LocalCluster, TopologyBuilder
+from tests.connectors.support import POISON, FailPoison, SlowAcker, pipeline, until
+from tupletree import Bolt, LocalCluster, TopologyBuilder
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
 from tupletree.testing import FeederSpout
@@ -144,6 +144,14 @@ def test_killed_client_connections_lose_nothing(r: Any, streams: Any) -> None:
         assert until(lambda: pending(r, src) == 0)
         spout = connector_totals(cluster.metrics("redis-kill")["source"])
         sink = connector_totals(cluster.metrics("redis-kill")["sink"])
+    written = collections.Counter(read(r, out))
+    duplicates = sum(written.values()) - len(bodies)
+    print(f"Redis kills: {sum(kills)}, {duplicates} duplicates; spout {spout}; sink {sink}")
+    # A kill can duplicate what was in flight then (pending trees and the spout's buffer,
+    # 100 each; the sink's batch), not everything a second time.
+    reconnects = spout["reconnects"] + sink["reconnects"]
+    assert duplicates <= (reconnects + 1) * 3 * CONF["topology.max.spout.pending"]
+    assert duplicates < len(bodies) // 4, duplicates
     assert sum(kills) > 0, "no connector's connection was killed: the run ended first"
     # Dozens of kills: some hit a command in flight, which ends its session (a kill
     # between two commands redis-py mends by itself, unseen by the metrics).
@@ -298,3 +306,98 @@ def test_refused_credentials_are_an_error_naming_connector_address_and_cause(
             text = str(err.value)
             assert name in text and "127.0.0.1:6379" in text and "hunter2" not in text
             assert "WRONGPASS" in text or "invalid username-password" in text, text
+
+
+# -- promises a mutation run found untested ---------------------------------------------
+
+EXECUTED: collections.Counter[str] = collections.Counter()
+
+
+class CountThenHold(Bolt):
+    """Counts each execution per message; acks once ``RELEASE`` is set (held meanwhile,
+    so the spout holds the entries while the test drops its connection)."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: list[Any] = []
+
+    def execute(self, tup: Any) -> None:
+        if not tup.is_tick():
+            EXECUTED[tup[0]] += 1
+            self.held.append(tup)
+        if RELEASE.is_set():
+            for held in self.held:
+                self.collector.ack(held)
+            self.held.clear()
+
+
+RELEASE = threading.Event()
+
+
+def test_an_entry_failed_while_its_replay_waits_stays_pending_if_the_topology_dies(
+    r: Any, streams: Any
+) -> None:
+    """A failed entry waits 30 s for its replay; the topology is killed meanwhile (its
+    close sends every queued settle): the entry is still pending in the group, for the
+    next consumer, not acknowledged (XACK) with the failure."""
+    src, _, _ = streams
+    put(r, src, [POISON, "fine"])
+    spout = RedisStreamSpout(
+        src,
+        "g",
+        URL,
+        claim_idle_secs=200,
+        retry=RetryPolicy(initial_delay_secs=30, max_delay_secs=30),
+    )
+    b = TopologyBuilder()
+    b.set_spout("source", spout)
+    b.set_bolt("work", FailPoison()).shuffle_grouping("source")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-retry-wait", CONF, b.create_topology())
+        assert until(
+            lambda: (
+                connector_totals(cluster.metrics("redis-retry-wait")["source"]).get("acked") == 1
+            )
+        )
+        assert connector_totals(cluster.metrics("redis-retry-wait")["source"])["retried"] == 1
+        cluster.kill_topology("redis-retry-wait")
+    entries = r.xpending_range(src, "g", "-", "+", 10)
+    assert [e["message_id"] for e in entries] == [r.xrange(src)[0][0]]  # the poison's
+
+
+def test_entries_held_across_a_dropped_connection_are_executed_once(r: Any, streams: Any) -> None:
+    """Five entries held by a bolt while the spout's connection is killed: the new
+    session re-reads them from the group's pending list, and the spout, which holds
+    them, must not emit them again: each is executed exactly once."""
+    src, _, _ = streams
+    bodies = [f"m{i}" for i in range(5)]
+    put(r, src, bodies)
+    EXECUTED.clear()
+    RELEASE.clear()
+    b = TopologyBuilder()
+    b.set_spout("source", RedisStreamSpout(src, "g", URL))
+    b.set_bolt("hold", CountThenHold()).shuffle_grouping("source").add_configuration(
+        "topology.tick.tuple.freq.secs", 0.1
+    )
+    killer = redis.Redis.from_url(URL)
+    try:
+        with LocalCluster() as cluster:
+            cluster.submit_topology("redis-held", CONF, b.create_topology())
+            assert until(lambda: sum(EXECUTED.values()) == 5)
+            for client in killer.client_list():
+                if client.get("name", "").startswith("tupletree:RedisStreamSpout"):
+                    killer.client_kill_filter(_id=client["id"])
+            assert until(
+                lambda: connector_totals(cluster.metrics("redis-held")["source"])["reconnects"] >= 1
+            )
+            # The new session has re-read the pending entries once its own cursor ran dry.
+            assert until(
+                lambda: connector_totals(cluster.metrics("redis-held")["source"])["buffered"] == 0
+            )
+            RELEASE.set()
+            assert until(lambda: pending(r, src) == 0)
+    finally:
+        killer.close()
+    assert dict(EXECUTED) == {body: 1 for body in bodies}

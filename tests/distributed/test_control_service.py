@@ -41,7 +41,7 @@ class Driver:
             self.handle,
             self.routes,
             ping_interval=0.05,
-            on_rejected=lambda text: self.read(lambda s: s.report(text)),
+            on_rejected=lambda text: self.read(lambda s: s.report(text, 0.0)),
         )
         port = self.service.start("127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
@@ -136,7 +136,7 @@ def test_a_stranger_with_the_workers_routing_id_cannot_take_its_route(driver: Dr
         wait_until(lambda: driver.service.rejections.total == 2, "both frames refused")
         assert driver.route(0) == route
         assert driver.read(lambda s: s.registry.workers[0].address) == "tcp://127.0.0.1:1"
-        reports = [e for e in driver.read(lambda s: list(s.errors)) if "control frames" in e]
+        reports = [e for e in driver.read(lambda s: s.errors.texts()) if "control frames" in e]
         assert len(reports) == 1 and "dropped 1 control frames" in reports[0]
         driver.service.send(route, Activate())
         assert isinstance(client.recv(5), Activate)
@@ -164,7 +164,7 @@ def test_a_replayed_registration_from_another_socket_is_refused(driver: Driver):
             )
         wait_until(lambda: driver.read(lambda s: s.refused.total) == 51, "the refusals")
         assert driver.route(0) == route
-        errors = driver.read(lambda s: list(s.errors))
+        errors = driver.read(lambda s: s.errors.texts())
         reports = [e for e in errors if "never changes hands" in e]
         assert len(reports) == 1 and "dropped 1 control messages" in reports[0]
         assert replay.poll(300) == 0
@@ -280,7 +280,7 @@ def test_the_end_of_a_burst_of_bad_frames_is_reported_without_another_one(driver
     sock.connect(driver.endpoint)
 
     def reports() -> list[str]:
-        return [e for e in driver.read(lambda s: list(s.errors)) if "control frames" in e]
+        return [e for e in driver.read(lambda s: s.errors.texts()) if "control frames" in e]
 
     sock.send(b"junk")
     wait_until(lambda: len(reports()) == 1, "the first report")

@@ -28,6 +28,8 @@ from tupletree.distributed.control import (
 from tupletree.distributed.driver_state import ONE_SHOT, DriverState, KillTask, Log
 from tupletree.distributed.registration import Send
 from tupletree.distributed.supervision import RestartPolicy
+from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
+from tupletree.runtime.error_log import MAX_ERRORS_KEPT
 from tupletree.runtime.metrics import COUNTERS, merge_snapshots
 
 POLICY = RestartPolicy(base_delay=0.5, max_delay=30.0, stable_secs=60.0, crash_loop_after=3)
@@ -37,8 +39,13 @@ def reg(address: str, pid: int = 100) -> Register:
     return Register(pid=pid, host="h", address=address)
 
 
+def task_error(message: str) -> TaskError:
+    """A task's error as a worker reports it (no worker or attempt yet: the driver's)."""
+    return TaskError("split", 3, "execute", "ValueError", message, "tb\n", 1000.0)
+
+
 def metrics(errors: list[str] = (), snapshot: Any = None, idle: bool = True) -> Metrics:
-    return Metrics(snapshot or {}, list(errors), idle, {}, {})
+    return Metrics(snapshot or {}, [task_error(e) for e in errors], idle, {}, {})
 
 
 def sends(outcomes: list[Any]) -> list[Send]:
@@ -60,12 +67,12 @@ def test_every_message_lands_in_one_place():
     """Registration answers, readiness, one error list (a worker's own errors, its tasks'
     errors from a metrics report, an unasked end of its job), log lines, and the Ack
     first when one is wanted."""
-    s = DriverState("t", 1, active=True)
+    s = DriverState("t", 1, active=True, epoch_offset=1000.0)
     out = s.on(b"r0", Envelope(0, 0, reg("tcp://w0")), now=1.0)
     assert sends(out) == [Send(b"r0", Welcome(1, {0: "tcp://w0"}, 0))]
     assert s.on(b"r0", Envelope(0, 0, Ready()), 1.1) == [Send(b"r0", Activate())]
     assert s.ready == {0}
-    assert s.on(b"r0", Envelope(0, 0, metrics(["task 3: boom"])), 1.2) == []
+    assert s.on(b"r0", Envelope(0, 0, metrics(["boom"])), 1.2) == []
     assert s.on(b"r0", Envelope(0, 0, LogLine("WARNING", "careful")), 1.3) == [
         Log(logging.WARNING, "worker 0: careful")
     ]
@@ -74,7 +81,14 @@ def test_every_message_lands_in_one_place():
     assert s.on(b"tmp", fatal, 6.0) == [Send(b"tmp", Ack(0.0))]
     s.stop_all("bye")
     assert s.job_ended(0, 0, "Job aborted", 7.0, spark_gone=False) == (None, [])
-    assert list(s.errors) == ["worker 0: task 3: boom", "worker 0 (attempt 0): E: x\ntb"]
+    assert s.errors.texts() == [
+        "worker 0: split[task 3] execute: ValueError: boom\ntb\n",
+        "worker 0 (attempt 0): E: x\ntb",
+    ]
+    # The records: the task's error as its worker sent it, stamped with the envelope's
+    # worker and attempt; the worker's own error with the driver's wall-clock time.
+    assert s.errors.task_errors() == [task_error("boom").on_worker(0, 0)]
+    assert s.errors.events() == [WorkerEvent(ERROR, "E: x", 1006.0, 0, 0, "tb")]
     assert list(s.logs) == ["worker 0 WARNING: careful"]
     assert s.fatal_errors() == {0: "E: x"}
 
@@ -85,7 +99,7 @@ def test_what_a_replaced_attempt_or_a_wrong_route_says_is_dropped():
     s.on(b"r1-old", Envelope(0, 0, metrics(["old"])), 1.1)  # replaced attempt
     s.on(b"elsewhere", Envelope(0, 1, metrics(["forged route"])), 1.2)
     s.on(b"r0", Envelope(0, 0, Exiting()), 1.3)  # one-shot, but a replaced attempt
-    assert list(s.errors) == [] and s.reports == {} and s.registry.exited == set()
+    assert s.errors.records() == [] and s.reports == {} and s.registry.exited == set()
     # A replaced attempt that wants an Ack still gets one (its task must not hang on it).
     assert s.on(b"x", Envelope(0, 0, Exiting(), want_ack=True), 1.4) == [Send(b"x", Ack())]
 
@@ -100,6 +114,22 @@ def test_the_ack_to_a_task_start_carries_its_backoff():
     second = s.on(b"t2", Envelope(0, 2, TaskStarted(202, "h", 52), want_ack=True), 6.0)
     assert second[0] == Send(b"t2", Ack(0.5))
     assert s.restarts() == {0: 2}
+
+
+def test_a_flood_of_task_errors_cannot_push_a_restart_out():
+    """A bolt that raises on every tuple sends thousands of errors in its worker's
+    reports; the restart before them stays, as a record with its worker, the attempt
+    that ended and its time, and as its line in the texts."""
+    s = live(1)
+    s.on(b"t1", Envelope(0, 1, TaskStarted(201, "h", 51), want_ack=True), 5.0)
+    s.on(b"r1", Envelope(0, 1, reg("tcp://w0b", 201)), 6.0)
+    for i in range(30):
+        s.on(b"r1", Envelope(0, 1, metrics([f"e{i}.{j}" for j in range(100)])), 7.0 + i)
+    (restart,) = s.errors.events()
+    assert (restart.kind, restart.worker, restart.attempt, restart.time) == (RESTART, 0, 0, 5.0)
+    assert len(s.errors.task_errors()) == MAX_ERRORS_KEPT < 3000
+    assert s.errors.task_errors()[-1] == task_error("e29.99").on_worker(0, 1)
+    assert s.errors.texts()[0].startswith("worker 0 restarted (restart 1): attempt 0 ended")
 
 
 def test_a_replayed_task_start_is_refused_and_the_hung_worker_still_killed():
@@ -118,7 +148,7 @@ def test_a_replayed_task_start_is_refused_and_the_hung_worker_still_killed():
         killed = [o for o in s.tick(now) if isinstance(o, KillTask)]
     assert killed == [KillTask(0, 0, False, TaskStarted(100, "h", 40))] and now == 8.0
     assert s.refused.total == 3
-    assert any("TaskStarted came again" in e for e in s.errors)
+    assert any("TaskStarted came again" in e for e in s.errors.texts())
 
 
 def test_each_one_shot_message_is_taken_once_per_attempt():
@@ -128,15 +158,15 @@ def test_each_one_shot_message_is_taken_once_per_attempt():
     for t in range(5):
         s.on(b"tmp", fatal, 2.0 + t)
         s.on(b"tmp", Envelope(0, 0, Exiting(), want_ack=True), 2.0 + t)
-    assert [e for e in s.errors if "E: once" in e] == ["worker 0 (attempt 0): E: once\ntb"]
+    assert [e for e in s.errors.texts() if "E: once" in e] == ["worker 0 (attempt 0): E: once\ntb"]
     assert s.refused.total == 8
     # The next attempt's are taken (once each).
     s.on(b"tmp", Envelope(0, 1, ErrorReport("E: twice", "tb", True), want_ack=True), 9.0)
     assert s.fatal_errors() == {0: "E: twice"}
     # Reported once per interval, and the rest on the timer.
-    assert sum("dropped" in e for e in s.errors) == 1
+    assert sum("dropped" in e for e in s.errors.texts()) == 1
     s.tick(100.0)
-    assert sum("dropped" in e for e in s.errors) == 2
+    assert sum("dropped" in e for e in s.errors.texts()) == 2
 
 
 def test_workers_start_inactive_and_are_told_the_state_of_the_moment():
@@ -273,7 +303,9 @@ def test_relaunch_starts_a_new_generation_and_keeps_the_totals():
     assert s.registry.all_registered and s.restarts() == {0: 0}
     assert s.on(b"n0", Envelope(0, 1, Ready()), 5.5) == []  # inactive
     assert s.set_active(True) == [Send(b"n0", Activate())]
-    assert s.errors[0] == "worker 0: e1" and "unknown worker index 1" in s.errors[1]
+    texts = s.errors.texts()
+    assert texts[0].startswith("worker 0: split[task 3] execute: ValueError: e1")
+    assert "unknown worker index 1" in texts[1]
 
 
 ROUTES = [b"r0", b"r1", b"tmp", b"evil"]

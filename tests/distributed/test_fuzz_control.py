@@ -6,7 +6,9 @@ hundred examples, about a second."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import types
 import typing
 from typing import Any
 
@@ -45,21 +47,35 @@ plain = st.recursive(
 
 
 def _hinted(hint: Any) -> st.SearchStrategy[Any]:
-    """Values of a field's type hint, ``Any`` as plain data (hypothesis has no ``Any``)."""
+    """Values of a field's type hint: ``Any`` as plain data (hypothesis has no ``Any``),
+    dataclasses and TypedDicts field by field, unions of each member."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return plain
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of([_hinted(a) for a in args])
     if origin is dict:
         return st.dictionaries(_hinted(args[0]), _hinted(args[1]), max_size=3)
-    if origin is list:
+    if origin in (list, tuple) and args:
         return st.lists(_hinted(args[0]), max_size=3)
+    if dataclasses.is_dataclass(hint):
+        return _message(hint)
+    if typing.is_typeddict(hint):
+        hints = typing.get_type_hints(hint)
+        return st.fixed_dictionaries({}, optional={k: _hinted(v) for k, v in hints.items()})
     return st.from_type(hint)
 
 
-def _message(cls: type) -> st.SearchStrategy[Any]:
-    """A message of the protocol, its fields drawn from their type hints."""
+@st.composite
+def _message(draw: Any, cls: type) -> Any:
+    """A message (or record) of the protocol, its fields drawn from their type hints; one
+    its own checks refuse (a record kind out of its list) is drawn as plain data."""
     hints = typing.get_type_hints(cls)
-    return st.builds(cls, **{name: _hinted(hints[name]) for name in cls.__dataclass_fields__})
+    fields = {f.name: draw(_hinted(hints[f.name])) for f in dataclasses.fields(cls)}
+    try:
+        return cls(**fields)
+    except (ValueError, TypeError):
+        return draw(plain)
 
 
 messages = st.one_of([_message(cls) for cls in (*FROM_WORKER, *TO_WORKER)])

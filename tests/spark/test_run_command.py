@@ -1,12 +1,15 @@
 """The README's main command, `tupletree run examples/word_count.py`, as a user runs it:
-the installed entry point, in a process of its own, on its embedded local Spark."""
+the installed entry point, in a process of its own, on its embedded local Spark; and
+stopping such a run with SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +42,45 @@ def test_run_word_count_on_spark_acks_every_sentence(spark):
     assert "tupletree: workers: 0 on 127.0.0.1" in done.stdout, done.stdout[-2000:]
     assert "done: 100,000 trees acked, 0 failed" in done.stdout
     assert "top words: the " in done.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_on_spark_close_the_spouts_and_print_the_summary(
+    spark, tmp_path: Path, signum: int
+) -> None:
+    """`tupletree run` on Spark stopped by SIGTERM or SIGINT: the summary is printed, the
+    worker's spout is closed (its close() ran in the Spark task), exit status 130.
+    (PySpark's own SIGINT handler would cancel the Spark job: no close().)"""
+    from tests.test_cli import RUN_FILE
+
+    file = tmp_path / "endless.py"
+    file.write_text(RUN_FILE)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    command = Path(sys.executable).parent / "tupletree"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "MARKS": str(marks)}
+    child = subprocess.Popen(
+        [str(command), "run", "--no-ui", "--workers", "1", str(file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not (marks / "executing").exists():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the topology never ran"
+        time.sleep(0.1)
+    child.send_signal(signum)
+    try:
+        out, err = child.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        raise AssertionError(f"still running 120 s after the signal:\n{out}\n{err}") from None
+    name = signal.Signals(signum).name
+    assert child.returncode == 130, out[-2000:] + err[-4000:]
+    assert f"tupletree: {name}: stopping endless" in out
+    assert "done: " in out and "worker restarts: 0" in out
+    assert (marks / "closed").exists(), "the spout's close() did not run"

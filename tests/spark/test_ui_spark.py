@@ -131,7 +131,7 @@ def test_rest_metrics_and_steering_on_spark(spark: Any) -> None:
         assert {s["taskId"]: s["executed"] for s in comp["executorStats"]} == {
             t: v["executed"] for t, v in settled["split"]["tasks"].items()
         }
-        time.sleep(1.0)  # a couple of worker reports: nothing was emitted meanwhile
+        assert cluster.wait_idle(60)  # later worker reports, of idle rounds: nothing emitted
         assert cluster.metrics("sparkwc")["sentences"]["emitted"] == settled["sentences"]["emitted"]
 
         assert _call("POST", f"{url}{API}/sparkwc/activate")["status"] == "success"

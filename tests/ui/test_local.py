@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -92,6 +93,38 @@ def test_rest_answers_agree_with_cluster_metrics(sim):
     assert spout_comp["executorStats"][0]["acked"] == m["sentences"]["acked"]
 
 
+def test_an_error_in_rest_is_its_record_with_its_time_and_a_log_link(sim):
+    """A task's error reaches REST field by field from cluster.error_records, with Storm
+    UI's errorTime (epoch s) and errorLapsedSecs; its log link serves cluster.logs; the
+    one worker of a LocalCluster is this process."""
+    before = time.time()
+    sim.submit_topology("wc", CONF, word_count(limit=30, fail_every=3))
+    sim.wait_idle()
+    after = time.time()
+    records = sim.error_records("wc")
+    assert records, "the unlucky moons raised"
+    topo = get(f"{sim.ui_url}{API}/wc")
+    newest, record = topo["errors"][-1], records[-1]
+    assert (newest["component"], newest["task"], newest["where"]) == (
+        record.component,
+        record.task,
+        record.where,
+    )
+    assert newest["error"] == f"ValueError: {record.message}" and "unlucky" in newest["error"]
+    assert newest["traceback"] == record.traceback and newest["worker"] is None
+    assert int(before) <= newest["errorTime"] <= after
+    assert 0 <= newest["errorLapsedSecs"] <= time.time() - before + 1
+    assert topo["workerEvents"] == []
+    logs = get(sim.ui_url + newest["errorWorkerLogLink"])
+    assert logs == {"topologyId": "wc", "total": len(sim.logs("wc")), "logs": sim.logs("wc")}
+    (worker,) = topo["workers"]
+    assert (worker["index"], worker["pid"], worker["restarts"]) == (0, os.getpid(), 0)
+    comp = get(f"{sim.ui_url}{API}/wc/component/count")
+    assert comp["componentErrors"][-1]["errorTime"] == newest["errorTime"]
+    status, body = call("GET", f"{sim.ui_url}{API}/nope/logs")
+    assert status == 404 and "nope" in body["errorMessage"]
+
+
 def test_errors_are_json_with_a_status(sim):
     """Unknown topology or component: 404; bad wait: 400; unknown path: 404; wrong
     method: 405; all as JSON naming what is wrong."""
@@ -148,7 +181,8 @@ def test_deactivate_stops_the_spouts_and_activate_resumes_them(live):
     eventually(lambda: get(f"{url}{API}/wc")["status"] == "INACTIVE", what="INACTIVE")
     assert live.wait_idle(60)
     stopped = _emitted(live)
-    time.sleep(0.3)
+    # Idle again: rounds in which the (endless) spout emitted nothing, so it is not
+    # polled; a spout still polled would keep wait_idle from returning True.
     assert live.wait_idle(60)
     assert _emitted(live) == stopped
     assert get(f"{url}{API}/wc")["spouts"][0]["emitted"] == stopped
@@ -324,25 +358,15 @@ def test_cli_names_an_unreachable_service(capsys):
 
 
 class _WithStalls(LocalCluster):
-    """A cluster that reports timed-out trees (as clusters with ``timed_out`` do)."""
+    """A cluster that reports 60 timed-out trees."""
 
     def timed_out(self, name: str) -> list[dict[str, Any]]:
         self.topology_info(name)  # unknown name: KeyError, as the real one raises
         return [{"msg_id": i, "stalled_at": [{"component": "count", "task": 3}]} for i in range(60)]
 
 
-class _WithoutStalls(LocalCluster):
-    """A cluster with no ``timed_out`` (as SparkCluster, for now)."""
-
-    timed_out = None
-
-
-def test_timed_out_trees_are_listed_when_the_cluster_has_them():
-    """A cluster without ``timed_out`` lists nothing (no key); one with it has its newest
-    50 trees in the topology answer, as plain JSON."""
-    with _WithoutStalls(simulate_time=True, ui_port=0) as cluster:
-        cluster.submit_topology("wc", CONF, word_count(limit=5))
-        assert "timedOutTrees" not in get(f"{cluster.ui_url}{API}/wc")
+def test_the_newest_50_timed_out_trees_are_listed():
+    """The topology answer has the cluster's newest 50 timed-out trees, as plain JSON."""
     with _WithStalls(simulate_time=True, ui_port=0) as cluster:
         cluster.submit_topology("wc", CONF, word_count(limit=5))
         trees = get(f"{cluster.ui_url}{API}/wc")["timedOutTrees"]

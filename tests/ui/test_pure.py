@@ -11,11 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tupletree import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from tupletree.records.errors import RESTART, TaskError, WorkerEvent
 from tupletree.runtime.metrics import LatencyHistogram, aggregate, merge_snapshots
 from tupletree.ui.graph import to_dot, to_mermaid, topology_graph
 from tupletree.ui.history import TopologyHistory
 from tupletree.ui.prometheus import BOUNDS_SECS, histogram_buckets
-from tupletree.ui.views import edge_rates, parse_error, uptime_text
+from tupletree.ui.views import edge_rates, error_entry, event_entry, uptime_text
 
 from .support import CONF, word_count
 
@@ -141,23 +142,30 @@ def test_history_is_bounded_and_rates_cover_the_window():
         TopologyHistory([], max_points=1)
 
 
-def test_parse_error_reads_local_and_spark_errors():
-    """A task's error (local, or relayed by a Spark worker) names component, task and
-    where; anything else keeps its text with no component."""
-    local = "count[task 3] execute: ValueError: bad\nTraceback (most recent call last):\n  x\n"
-    e = parse_error(local)
-    assert (e["component"], e["task"], e["where"], e["error"]) == (
-        "count",
-        3,
-        "execute",
-        "ValueError: bad",
+def test_an_error_reaches_rest_as_its_record_with_its_time():
+    """REST takes an error's fields from its record (no text is parsed): a message that
+    looks like another error's header stays a message, the worker and attempt are the
+    record's, and the time is Storm UI's errorTime (epoch s) and errorLapsedSecs."""
+    decoy = "worker 3: fake[task 1] execute: Boom"
+    record = TaskError("split:x", 7, "next_tuple", "KeyError", decoy, "Traceback\n", 1000.5)
+    e = error_entry("wc", record, now=1012.0)
+    assert (e["component"], e["task"], e["where"]) == ("split:x", 7, "next_tuple")
+    assert (e["worker"], e["attempt"], e["exception"]) == (None, None, "KeyError")
+    assert e["message"] == decoy and e["error"] == f"KeyError: {decoy}"
+    assert (e["errorTime"], e["errorLapsedSecs"]) == (1000, 11)
+    assert e["errorWorkerLogLink"] == "/api/v1/topology/wc/logs"
+    e = error_entry("a b/c", record.on_worker(2, 5), now=999.0)  # a clock behind: 0 s
+    assert (e["worker"], e["attempt"], e["errorLapsedSecs"]) == (2, 5, 0)
+    assert e["errorWorkerLogLink"] == "/api/v1/topology/a%20b%2Fc/logs"
+    restart = WorkerEvent(RESTART, "restarted (restart 1): attempt 0 ended", 50.0, 1, 0)
+    ev = event_entry("wc", restart, now=80.0)
+    assert (ev["kind"], ev["worker"], ev["attempt"], ev["errorLapsedSecs"]) == (
+        RESTART,
+        1,
+        0,
+        30,
     )
-    assert e["traceback"].startswith("Traceback") and e["worker"] is None
-    spark = "worker 1: split[task 7] next_tuple: KeyError: 'k'\n"
-    e = parse_error(spark)
-    assert (e["component"], e["task"], e["worker"]) == ("split", 7, 1)
-    other = parse_error("the Spark job running the workers ended: lost")
-    assert other["component"] is None and "ended" in other["error"]
+    assert ev["text"] == "worker 1 restarted (restart 1): attempt 0 ended"
 
 
 def test_edge_rates_take_the_nearest_exact_figure():

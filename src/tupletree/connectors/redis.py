@@ -25,7 +25,6 @@ The spout's contract beyond BrokerSpout's (connectors/spout.py):
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from tupletree.connectors.errors import redact
@@ -141,7 +140,9 @@ class _SpoutSession:
                 return []
             self.own_cursor = got[-1].key
             return got
-        now = time.monotonic()
+        # The claim pass follows the cluster's clock; the idle time it claims after is
+        # Redis's own (real time).
+        now = s.context.now()
         if now >= self.next_claim:
             cursor, entries, *_ = r.xautoclaim(
                 s.stream,

@@ -57,13 +57,21 @@ Contract, for a broker's subclass:
   message is then not held for a replay; its RETRY settle asks the broker to deliver it
   again after ``retry.delay(d.failures)``, and its session sets ``Delivery.failures``
   from the broker's delivery count (so the count survives a restart of the worker).
+
+Clocks: what the topology decides follows the cluster's clock (``context.now()``,
+simulated on ``LocalCluster(simulate_time=True)``, where it moves with
+``advance_time``): a failed message's replay backoff here, Kafka's commit and
+partition-refresh timers, Redis's claim pass. What paces the broker itself stays on
+real time, on the I/O thread: ``fetch``'s poll timeout, socket and client timeouts, the
+reconnect backoff after a failed connect (a broker that is down is down in real time)
+and the error mailbox's report interval (connectors/mailbox.py); the SQLite queue's
+leases are wall-clock times stored in its file, shared with other processes.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -239,7 +247,7 @@ class BrokerSpout(Connector, Spout):
 
     def next_tuple(self) -> None:
         retries = self._retries
-        if retries and retries[0][0] <= time.monotonic():
+        if retries and retries[0][0] <= self.context.now():
             key = heapq.heappop(retries)[2]
             d = self._held.get(key)
             if d is not None:
@@ -311,7 +319,7 @@ class BrokerSpout(Connector, Spout):
                 del self._held[msg_id]
             else:
                 self._seq += 1
-                due = time.monotonic() + self.retry.delay(d.failures)
+                due = self.context.now() + self.retry.delay(d.failures)
                 heapq.heappush(self._retries, (due, self._seq, msg_id))
             self._send(RETRY, d)
 

@@ -32,6 +32,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from tupletree.records.errors import ErrorRecord
+from tupletree.records.metrics import TaskSnapshot
+
 MAC_BYTES = 32  # HMAC-SHA256
 
 # ------------------------------------------------------------------ worker -> driver
@@ -67,16 +70,18 @@ class Ready:
 
 @dataclass(frozen=True)
 class Metrics:
-    """A worker's periodic report: its tasks' metrics, the errors reported since the
-    last report, whether its last round was idle, frames per peer address, its
+    """A worker's periodic report: its tasks' metrics (``TaskSnapshot`` per task), the
+    error records reported since the last report (``TaskError``, and ``WorkerEvent``
+    for the worker's own; the driver stamps them with the envelope's worker and
+    attempt), whether its last round was idle, frames per peer address, its
     resident memory (None where it cannot be read), the trees its spouts saw time
     out since the last report (``TimedOutTree.to_dict``; at most ``RECENT_LIMIT``), and
     the frames it refused so far, by kind (``"control"``: failed authentication on its
     control socket; ``"data"``: on its data socket; ``"unreadable"``: signed data
     frames it could not read)."""
 
-    snapshot: dict[int, dict[str, Any]]
-    errors: list[str]
+    snapshot: dict[int, TaskSnapshot]
+    errors: list[ErrorRecord]
     idle: bool
     sent_to: dict[str, int]
     received_from: dict[str, int]
@@ -87,7 +92,9 @@ class Metrics:
 
 @dataclass(frozen=True)
 class ErrorReport:
-    """An exception in the worker; ``fatal`` when it ends the worker."""
+    """An exception in the worker (not in one of its tasks: those are ``TaskError``s in
+    ``Metrics``); ``fatal`` when it ends the worker. Sent at once: the driver keeps it
+    as a ``WorkerEvent`` stamped with the time it came."""
 
     error: str
     traceback: str

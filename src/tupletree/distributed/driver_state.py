@@ -6,7 +6,8 @@ launcher's one lock:
 - registration, routes and the peer table (``Registry``, registration.py);
 - lives, deaths, backoff, crash loops and hangs (``Supervisor``, supervision.py);
 - what the workers report: the latest metrics of each worker's current attempt and one
-  folded total of the attempts that ended, readiness, errors, log lines, timed-out trees;
+  folded total of the attempts that ended, readiness, error records, log lines,
+  timed-out trees;
 - whether the topology is active, and why its jobs ended when nobody asked them to.
 
 Inputs are plain values: ``on(route, envelope, now)`` for each authenticated frame,
@@ -35,9 +36,16 @@ Rules, beyond registration's and supervision's:
   follow the number of workers and tasks, not of attempts (a crash loop used to keep
   every attempt's snapshot and merge them all on each read).
 
-Bounds: a few entries per worker index; the newest ``MAX_ERRORS_KEPT`` errors and
-``MAX_LOGS_KEPT`` log lines; the newest ``RECENT_LIMIT`` timed-out trees; refused
-messages in a ``Rejections`` table.
+- Errors are records (records/errors.py) in an ``ErrorBook``: the tasks' ``TaskError``s
+  as their worker sent them, stamped with the envelope's worker and attempt; the
+  workers' own errors, restarts and the driver's reports as ``WorkerEvent``s, kept
+  apart from the tasks' so a bolt's flood of errors cannot push a restart out. The
+  driver's own events are stamped ``now + epoch_offset`` (wall-clock seconds: the
+  launcher passes ``time.time() - time.monotonic()``).
+
+Bounds: a few entries per worker index; the newest ``MAX_ERRORS_KEPT`` task errors and
+as many worker events of each kind (``ErrorBook``); ``MAX_LOGS_KEPT`` log lines; the
+newest ``RECENT_LIMIT`` timed-out trees; refused messages in a ``Rejections`` table.
 """
 
 from __future__ import annotations
@@ -64,7 +72,8 @@ from tupletree.distributed.control import (
 from tupletree.distributed.registration import Registry, Send, WorkerInfo
 from tupletree.distributed.rejections import Rejections
 from tupletree.distributed.supervision import Restart, RestartPolicy, Supervisor
-from tupletree.runtime.error_log import MAX_ERRORS_KEPT  # as a LocalCluster worker keeps
+from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
+from tupletree.runtime.error_book import ErrorBook  # bounded as a LocalCluster worker's
 from tupletree.runtime.metrics import merge_snapshots
 from tupletree.runtime.stalls import RECENT_LIMIT, TimedOutTree
 
@@ -118,14 +127,16 @@ class DriverState:
         worker_timeout: float | None = None,
         start_timeout: float = 120.0,
         active: bool = False,
+        epoch_offset: float = 0.0,
     ) -> None:
         self.name = name
+        self.epoch_offset = epoch_offset  # now + this: seconds since the epoch
         self.registry = Registry(num_workers)
         self.supervisor = Supervisor(
             num_workers, policy, worker_timeout=worker_timeout, start_timeout=start_timeout
         )
         self.active = active
-        self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
+        self.errors = ErrorBook()
         self.logs: deque[str] = deque(maxlen=MAX_LOGS_KEPT)
         self.refused = Rejections("control messages (replayed, or on another worker's route)")
         self.ready: set[int] = set()  # workers of this generation that said Ready
@@ -158,7 +169,7 @@ class DriverState:
                     self.registry.task_started(index, attempt, msg)
                     delay, restart = self.supervisor.task_started(index, attempt, now)
                     if restart is not None:
-                        out += self._restarted(restart)
+                        out += self._restarted(restart, now)
                 case Heartbeat():
                     pass  # the control thread is alive; hangs are judged by the loop's reports
                 case Ready():
@@ -172,7 +183,9 @@ class DriverState:
                 case ErrorReport(error=error, traceback=trace, fatal=fatal):
                     if fatal:
                         self.supervisor.failed(index, attempt, error)
-                    self.errors.append(f"worker {index} (attempt {attempt}): {error}\n{trace}")
+                    self.errors.add(
+                        WorkerEvent(ERROR, error, now + self.epoch_offset, index, attempt, trace)
+                    )
                 case LogLine(level=level, line=line):
                     self.logs.append(f"worker {index} {level}: {line}")
                     number = logging.getLevelName(level)
@@ -192,14 +205,14 @@ class DriverState:
         kills, restarts = self.supervisor.check_hung(now)
         out: list[Outcome] = []
         for restart in restarts:
-            out += self._restarted(restart)
+            out += self._restarted(restart, now)
         for kill in kills:
             task = self.registry.tasks.get(kill.worker)
             if task is not None and task[0] == kill.attempt:  # else: not known, or gone
                 out.append(KillTask(kill.worker, kill.attempt, kill.hard, task[1]))
         report = self.refused.due(now)
         if report is not None:
-            out += self.report(report)
+            out += self.report(report, now)
         return out
 
     def job_ended(
@@ -212,19 +225,20 @@ class DriverState:
         if self.registry.stopping:
             return None, []
         if not self.registry.all_registered or spark_gone:
-            return None, self._give_up(error or "it ended without being asked to")
+            return None, self._give_up(error or "it ended without being asked to", now)
         restart = self.supervisor.job_ended(worker, first_attempt, now, error)
         if restart is None:
             return 0.0, []
-        return restart.delay, self._restarted(restart)
+        return restart.delay, self._restarted(restart, now)
 
     def next_base(self, worker: int) -> int:
         """The first attempt number of ``worker``'s next job."""
         return self.supervisor.next_base(worker)
 
-    def report(self, text: str) -> list[Outcome]:
-        """An error of the driver's own about its workers (refused frames, ...)."""
-        self.errors.append(text)
+    def report(self, text: str, now: float) -> list[Outcome]:
+        """An error of the driver's own about its workers (refused frames, ...), at
+        ``now``."""
+        self.errors.add(WorkerEvent(ERROR, text, now + self.epoch_offset))
         return [Log(logging.WARNING, text)]
 
     def set_active(self, active: bool) -> list[Outcome]:
@@ -387,11 +401,12 @@ class DriverState:
         # timer for what came after it, see tick).
         report = self.refused.reject(route.hex(), why, now)
         if report is not None:
-            out += self.report(report)
+            out += self.report(report, now)
 
     def _metrics(self, index: int, attempt: int, msg: Metrics, now: float) -> None:
-        for text in msg.errors:
-            self.errors.append(f"worker {index}: {text}")
+        for record in msg.errors:
+            if isinstance(record, TaskError | WorkerEvent):  # a worker of another version?
+                self.errors.add(record.on_worker(index, attempt))
         self.timed_out.extend(TimedOutTree.from_dict(t) for t in msg.timed_out)
         previous = self.reports.get(index)
         if previous is not None and previous.attempt < attempt:
@@ -401,16 +416,19 @@ class DriverState:
     def _fold(self, report: Report) -> None:
         self.folded = merge_snapshots([self.folded, report.metrics.snapshot])
 
-    def _restarted(self, restart: Restart) -> list[Outcome]:
+    def _restarted(self, restart: Restart, now: float) -> list[Outcome]:
         if restart.crash_loop:
             self.crash_loops[restart.worker] = restart.reason
         else:
             self.crash_loops.pop(restart.worker, None)
-        return self.report(restart.text())
+        wall = now + self.epoch_offset
+        event = WorkerEvent(RESTART, restart.message(), wall, restart.worker, restart.died_attempt)
+        self.errors.add(event)
+        return [Log(logging.WARNING, event.render())]
 
-    def _give_up(self, why: str) -> list[Outcome]:
+    def _give_up(self, why: str, now: float) -> list[Outcome]:
         if self.done:
             return []  # heard once
         self.done = True
         self.gave_up = why
-        return self.report(f"the Spark job running the workers ended: {why}")
+        return self.report(f"the Spark job running the workers ended: {why}", now)

@@ -80,12 +80,12 @@ class Restart:
     quick_deaths: int
     crash_loop: bool
 
-    def text(self) -> str:
-        """The ``errors()`` line for this restart."""
+    def message(self) -> str:
+        """What happened, after the worker's name: ``restarted (restart 2): attempt 1
+        ended after ...`` (a ``WorkerEvent``'s message, records/errors.py)."""
         text = (
-            f"worker {self.worker} restarted (restart {self.restarts}): attempt "
-            f"{self.died_attempt} ended after {self.lived:.1f} s: {self.reason}; next attempt "
-            f"in {self.delay:.1f} s"
+            f"restarted (restart {self.restarts}): attempt {self.died_attempt} ended after "
+            f"{self.lived:.1f} s: {self.reason}; next attempt in {self.delay:.1f} s"
         )
         if self.crash_loop:
             text += (
@@ -93,6 +93,10 @@ class Restart:
                 f"the last with: {self.reason}"
             )
         return text
+
+    def text(self) -> str:
+        """The ``errors()`` line for this restart."""
+        return f"worker {self.worker} {self.message()}"
 
 
 @dataclass

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ import zmq
 
 from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, Ready, data_key
 from tupletree.runtime.clock import RealClock
+from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.worker import Worker, pickled_components
 
 REPORT_SECS = 0.5
@@ -81,14 +81,14 @@ class TopologyWorkerMain:
 
             def bad_frame(exc: BaseException) -> None:
                 worker_ref[0].report_error(
-                    f"worker {index}: dropped a frame from a peer that could not be read "
+                    "dropped a frame from a peer that could not be read "
                     f"(its tuples' trees will time out and be replayed): "
                     f"{type(exc).__name__}: {exc}"
                 )
 
             def rejected(report: str) -> None:
                 if worker_ref:
-                    worker_ref[0].report_error(f"worker {index}: {report}")
+                    worker_ref[0].report_error(report)
 
             _, secret = parse_control_address(control_address)
             transport = Transport(
@@ -232,7 +232,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
             # next bad frame arrives.
             due = transport.rejections.due(now)
             if due is not None:
-                worker.report_error(f"worker {index}: {due}")
+                worker.report_error(due)
         if draining_since is not None and (
             (idle_rounds > 2 and not transport.blocked()) or now - draining_since > DRAIN_SECS
         ):
@@ -270,12 +270,3 @@ def _report(
         )
     )
     return worker.error_count, worker.timed_out.count
-
-
-def resident_bytes() -> int | None:
-    """This process's resident memory (Linux ``/proc``); None where it cannot be read."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None

@@ -74,6 +74,10 @@ class Executor:
         # still runs: its execute() errors are reported tuple by tuple, as in Storm.)
         self.broken = False
         self.context: Any = None
+        # Set (from any thread) when the worker is asked to stop: a turn ends before
+        # its next tuple or next_tuple call, so a kill waits for one call of user code,
+        # not a whole batch. One native bool read per tuple in the compiled build.
+        self.halt = False
 
     def snapshot(self) -> dict[str, Any]:
         snap = self.metrics.snapshot()
@@ -158,6 +162,8 @@ class SpoutExecutor(Executor):
         mp = self.max_pending
         productive = 0
         for _ in range(max_calls):
+            if self.halt:
+                break
             before = metrics.emitted
             try:
                 next_tuple()
@@ -295,7 +301,10 @@ class BoltExecutor(Executor):
             run_root: Id = 0
             run_val: Id = 0
             failed = 0
-            for _ in range(n):
+            for i in range(n):
+                if self.halt:
+                    n = i  # the rest stay queued: the worker is stopping
+                    break
                 tup: Tuple = pop()
                 bc.input = tup
                 try:
@@ -333,7 +342,10 @@ class BoltExecutor(Executor):
         else:
             execute = self.bolt.execute
             held = self.held
-            for _ in range(n):
+            for i in range(n):
+                if self.halt:
+                    n = i
+                    break
                 tup = pop()
                 try:
                     execute(tup)

@@ -8,11 +8,17 @@ tuples, acks included), read from the clock twice per turn, not per tuple; the e
 latency histogram records each turn's mean per tuple once per tuple of the turn. Storm
 samples execute latency (5% of tuples by default) for the same reason: two clock reads
 per tuple would cost more than many bolts' work.
+
+The shapes of a task's snapshot and of ``aggregate``'s answer are declared in
+``records/metrics.py`` (``TaskSnapshot``, ``ComponentMetrics``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from tupletree.records.metrics import ComponentMetrics, HistogramDescription
 
 COUNTERS = (
     "emitted",
@@ -98,7 +104,7 @@ class LatencyHistogram:
     def mean_ms(self) -> float | None:
         return self.total_us / self.count / 1000.0 if self.count else None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> HistogramDescription:
         """``{"count", "sum_ms", "buckets": [[upper_ms, count], ...]}`` (ascending): what
         a Prometheus histogram or a chart needs, as plain values."""
         return {
@@ -147,9 +153,10 @@ class TaskMetrics:
 
 
 def aggregate(
-    task_snapshots: dict[int, dict[str, Any]], task_components: dict[int, str]
-) -> dict[str, dict[str, Any]]:
-    """Per-component totals, with a ``tasks`` breakdown, from per-task snapshots.
+    task_snapshots: Mapping[int, Mapping[str, Any]], task_components: Mapping[int, str]
+) -> dict[str, ComponentMetrics]:
+    """Per-component totals, with a ``tasks`` breakdown, from per-task snapshots
+    (``TaskSnapshot``s): ``{component: ComponentMetrics}``.
 
     Snapshots may come from several workers; this is the one place that shapes them.
     Every component appears, with zero counts until one of its tasks has reported.
@@ -193,7 +200,7 @@ def aggregate(
             entry[f"{name}_p99_ms"] = hc.percentile(99) if hc else None
             if hc:
                 _describe(entry, name, hc, entry.get(exact) if exact else None)
-    return out
+    return cast(dict[str, ComponentMetrics], out)
 
 
 def _describe(
@@ -207,7 +214,9 @@ def _describe(
     entry[f"{name}_ms"] = described["sum_ms"] / h.count if h.count else None
 
 
-def merge_snapshots(parts: list[dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+def merge_snapshots(
+    parts: Sequence[Mapping[int, Mapping[str, Any]]],
+) -> dict[int, dict[str, Any]]:
     """Sum per-task snapshots that cover the same tasks, e.g. the last report of a worker
     that died and the reports of the attempt that replaced it, so counts never go back.
     Gauges are the newest part's (the last in ``parts``)."""

@@ -32,54 +32,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
 from typing import Any
+
+# The records are plain data a cluster answers with (cluster.timed_out): they live
+# below every layer, so the web view can read them without the runtime.
+from tupletree.records.stalls import EXECUTING, QUEUED, Holder, TimedOutTree
 
 RECENT_LIMIT = 100
 HOLDERS_LIMIT = 20
 HELD_LIMIT = 4096
-QUEUED = "queued"
-EXECUTING = "executing"
-
-
-@dataclass(frozen=True)
-class Holder:
-    """A task that held tuples of a tree when the tree timed out."""
-
-    component: str
-    task: int
-    state: str  # QUEUED or EXECUTING
-    tuples: int  # how many of the tree's tuples it held in that state
-    held_secs: float | None = None  # EXECUTING: the longest held; QUEUED: None
-    queue_position: int | None = None  # QUEUED: tuples ahead of the first one
-
-
-@dataclass(frozen=True)
-class TimedOutTree:
-    """One tree that timed out: its spout message and where it stalled.
-
-    ``holders`` is empty when no task of the reporting worker held any of its tuples:
-    they were on another worker, lost with a worker that died, or in a Bolt task
-    holding more than ``HELD_LIMIT`` unsettled tuples.
-    """
-
-    spout_component: str
-    spout_task: int
-    msg_id: Any
-    root: int
-    timed_out_at: float  # on the worker's clock (simulated time on a simulated cluster)
-    age_secs: float  # from the spout's emit to the timeout
-    holders: tuple[Holder, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values (``msg_id`` as the spout gave it): for reports and JSON."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TimedOutTree:
-        fields = dict(data)
-        fields["holders"] = tuple(Holder(**h) for h in data["holders"])
-        return cls(**fields)
 
 
 class HeldTuples:

@@ -19,6 +19,13 @@ thread (real time), ``advance_time``/``wait_idle`` (simulated time, through
 
 Tasks on other workers are reached through ``remote_inbox(task)``: any object with
 ``append``; a distributed worker plugs its transport in there and as its ``link``.
+
+Stopping: ``request_stop()`` (any thread) makes the running turn end before its next
+tuple (or ``next_tuple`` call) and the round end after that turn, so whoever drives the
+worker sees ``stopping`` within one call of user code; that driver then calls
+``shutdown()``, on the worker's own thread, which closes spouts and cleans up bolts once
+however often it is called. ``busy`` names the task whose turn is running (None between
+turns): what a stop that does not come names as the task that would not stop.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ import itertools
 import logging
 import pickle
 import time
-from collections import deque
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
+from tupletree.records.errors import ERROR, ErrorRecord, WorkerEvent
+from tupletree.records.metrics import TaskSnapshot
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import (
     ACKER_COMPONENT,
@@ -44,13 +52,13 @@ from tupletree.reliability.protocol import (
 )
 from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.context import TaskLayout, TopologyContext
+from tupletree.runtime.error_book import ErrorBook
 from tupletree.runtime.error_log import (
-    MAX_ERRORS_KEPT,
     ErrorLogLimiter,
     bounded,
     describe,
-    format_error,
     safe_repr,
+    task_error,
 )
 from tupletree.runtime.executors import (
     AckerExecutor,
@@ -201,9 +209,8 @@ class Worker:
         self.local_tasks = set(all_tasks if local_tasks is None else local_tasks)
         self.owner = f"topology {name!r} #{next(_instances)}"
         self.created_at = time.monotonic()  # real time even on a simulated clock: uptime
-        # Bounded: the newest MAX_ERRORS_KEPT texts, each cut (runtime/error_log.py).
-        self.errors: deque[str] = deque(maxlen=MAX_ERRORS_KEPT)
-        self.error_count = 0  # ever reported (the deque keeps only the newest)
+        # Bounded: the newest records of each kind, each cut (runtime/error_book.py).
+        self.errors = ErrorBook()
         self.error_log = ErrorLogLimiter()
         self.batch = conf[Config.TOPOLOGY_EXECUTOR_BATCH_SIZE]
         self.spout_calls = max(1, self.batch // 4)
@@ -216,6 +223,9 @@ class Worker:
         )
         # Set by whoever drives the worker: interrupts its idle wait (any thread).
         self.wake: Callable[[], None] | None = None
+        self.stopping = False  # request_stop() was called
+        self.busy: Executor | None = None  # whose turn is running (set per turn)
+        self._shut_down = False
         self._timers: list[_Timer] = []
         # (executor, fn) for each TopologyContext.call_each_round of a local task.
         self._round_hooks: list[tuple[Executor, Callable[[], Any]]] = []
@@ -268,18 +278,18 @@ class Worker:
             wake()
 
     def _report(self, executor: Executor, exc: BaseException, where: str) -> None:
-        text = format_error(executor.component_id, executor.task_id, where, exc)
-        self._keep(text, (executor.task_id, where, type(exc).__name__))
+        # Built here, when an error is reported: nothing of it is on the tuple path.
+        record = task_error(executor.component_id, executor.task_id, where, exc, time.time())
+        self._keep(record, (executor.task_id, where, record.exception))
 
-    def _keep(self, text: str, key: Any) -> None:
-        """Keep an error text and log it unless its key is over its rate limit."""
-        self.errors.append(text)
-        self.error_count += 1
+    def _keep(self, record: ErrorRecord, key: Any) -> None:
+        """Keep an error record and log it unless its key is over its rate limit."""
+        self.errors.add(record)
         missed = self.error_log.admit(key, self.now())
         if missed is None:
             return
         more = f" [{missed} more like it since the last one logged, not logged]" if missed else ""
-        log.warning("topology %s: %s%s", self.name, text.rstrip(), more)
+        log.warning("topology %s: %s%s", self.name, record.render().rstrip(), more)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -367,7 +377,30 @@ class Worker:
             ex.active = False
             ex.call(ex.spout.deactivate, where="deactivate")
 
+    def request_stop(self) -> None:
+        """Ask the worker to stop (any thread): the running turn ends before its next
+        tuple, the round after that turn, and ``step`` does nothing more."""
+        self.stopping = True
+        for ex in self.executors.values():
+            ex.halt = True
+        self._wakeup()
+
+    def busy_task(self) -> str:
+        """Which task's turn is running, for a message: ``bolt 'split' (task 3), in
+        execute``, or ``no task (between turns)``."""
+        ex = self.busy
+        if ex is None:
+            return "no task (between turns)"
+        doing = "next_tuple or a spout callback" if isinstance(ex, SpoutExecutor) else "execute"
+        return f"{ex.kind} {ex.component_id!r} (task {ex.task_id}), in {doing}"
+
     def shutdown(self) -> None:
+        """Close every spout and clean up every bolt, once (later calls do nothing).
+        Call it on the thread that runs the worker, after its loop ended."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.stopping = True
         self.deactivate()
         for ex in self.executors.values():
             if isinstance(ex, SpoutExecutor):
@@ -398,7 +431,10 @@ class Worker:
         """One round of the worker's loop at time ``now``: the timers that are due, up to
         RECEIVE_FRAMES_PER_STEP frames from the link (unless a local inbox is over its
         limit), a turn for every task, then the link's flush if one is due. True if it
-        received or did anything; when not, the caller may wait for input."""
+        received or did anything; when not, the caller may wait for input. Once
+        ``stopping``, does nothing and returns False."""
+        if self.stopping:
+            return False
         due = self.next_timer_due()
         if due is not None and now >= due:
             self.fire_timers(now)
@@ -413,18 +449,28 @@ class Worker:
         return busy
 
     def run_round(self) -> bool:
-        """One turn for every task. True if anything was executed or emitted."""
+        """One turn for every task. True if anything was executed or emitted. A stop
+        requested meanwhile ends the round after the turn that saw it."""
         progressed = False
         batch = self.batch
         for ex in self.bolts:
             if ex.inbox:
+                self.busy = ex
                 ex.run_batch(batch)
                 progressed = True
+                if ex.halt:
+                    self.busy = None
+                    return True
         for ex in self.spouts:
+            self.busy = ex
             if ex.inbox and ex.process_replies():
                 progressed = True
             if ex.can_poll() and not self._backpressured() and ex.poll(self.spout_calls):
                 progressed = True
+            if ex.halt:
+                self.busy = None
+                return True
+        self.busy = None
         if self._round_hooks and self._run_round_hooks():
             progressed = True
         return progressed
@@ -480,17 +526,22 @@ class Worker:
     def report_error(self, text: str) -> None:
         """Record an error that belongs to the worker rather than to one of its tasks
         (a frame from a peer that could not be read): it reaches the driver with the
-        tasks' errors. Kept and logged with the same bounds as theirs."""
-        self._keep(bounded(text), ("worker",))
+        tasks' errors, as a ``WorkerEvent``. Kept (apart from them, so their flood
+        cannot push it out) and logged with the same bounds as theirs."""
+        self._keep(WorkerEvent(ERROR, bounded(text), time.time()), ("worker",))
 
     # -- observation --------------------------------------------------------------
 
-    def errors_since(self, count: int) -> list[str]:
-        """Errors reported after the first ``count`` (as many as are still kept)."""
-        new = self.error_count - count
-        return list(self.errors)[-new:] if new > 0 else []
+    @property
+    def error_count(self) -> int:
+        """Error records ever reported (the book keeps only the newest of each kind)."""
+        return self.errors.added
 
-    def metrics_snapshot(self) -> dict[int, dict[str, Any]]:
+    def errors_since(self, count: int) -> list[ErrorRecord]:
+        """Error records reported after the first ``count`` (as many as are still kept)."""
+        return self.errors.since(count)
+
+    def metrics_snapshot(self) -> dict[int, TaskSnapshot]:
         """Every local task's counters, plus its queue: ``queued`` (tuples waiting in its
         inbox) and, for bolts and ackers, ``queue_limit`` (the receive buffer size over
         which spouts are held back); an acker task's ``pending`` (AckerExecutor.snapshot)
@@ -502,5 +553,5 @@ class Worker:
             snap["queued"] = len(ex.inbox)
             if not isinstance(ex, SpoutExecutor):
                 snap["queue_limit"] = self.buffer_limit
-            out[task] = snap
+            out[task] = cast(TaskSnapshot, snap)
         return out

@@ -25,11 +25,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tupletree.cluster import ClusterBase, plan_rebalance
+from tupletree.cluster import ClusterBase, WorkerStats, plan_rebalance
 from tupletree.config import Config
 from tupletree.distributed.driver_state import DriverState
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import TopologyNotFoundError
+from tupletree.records.errors import TaskError, WorkerEvent
+from tupletree.records.metrics import ComponentMetrics
 from tupletree.runtime.metrics import aggregate
 from tupletree.runtime.stalls import TimedOutTree
 from tupletree.runtime.worker import acker_count, make_layout, pickled_components
@@ -253,27 +255,28 @@ class SparkCluster(ClusterBase):
             "rebalancing": self.rebalancing(name),
         }
 
-    def worker_stats(self, name: str) -> dict[int, dict[str, Any]]:
+    def worker_stats(self, name: str) -> dict[int, WorkerStats]:
         """Per worker index, its current process: ``host``, ``pid``, ``attempt``,
         ``restarts`` (attempts before this one), and from its last report
         ``rss_bytes`` (resident memory), ``frames_refused`` (by kind: ``control``,
         ``data``, ``unreadable``) and ``report_age_secs`` (None before one)."""
 
-        def view(state: DriverState) -> dict[int, dict[str, Any]]:
+        def view(state: DriverState) -> dict[int, WorkerStats]:
             now = time.monotonic()
             restarts = state.restarts()
-            out = {}
+            out: dict[int, WorkerStats] = {}
             for index, info in sorted(state.registry.workers.items()):
                 report = state.reports.get(index)
-                current = report is not None and report.attempt == info.attempt
+                if report is not None and report.attempt != info.attempt:
+                    report = None  # an earlier attempt's: nothing of this process yet
                 out[index] = {
                     "host": info.host,
                     "pid": info.pid,
                     "attempt": info.attempt,
                     "restarts": restarts.get(index, 0),
-                    "rss_bytes": report.metrics.rss_bytes if current else None,
-                    "frames_refused": dict(report.metrics.refused) if current else None,
-                    "report_age_secs": now - report.at if current else None,
+                    "rss_bytes": None if report is None else report.metrics.rss_bytes,
+                    "frames_refused": None if report is None else dict(report.metrics.refused),
+                    "report_age_secs": None if report is None else now - report.at,
                 }
             return out
 
@@ -286,7 +289,7 @@ class SparkCluster(ClusterBase):
 
     # -- observation ----------------------------------------------------------------
 
-    def metrics(self, name: str) -> dict[str, dict[str, Any]]:
+    def metrics(self, name: str) -> dict[str, ComponentMetrics]:
         """Same shape as LocalCluster.metrics, summed over workers (and over the
         attempts of a worker that was restarted, and the workers a rebalance replaced).
 
@@ -299,9 +302,20 @@ class SparkCluster(ClusterBase):
         return aggregate(snapshot, running.layout.task_to_component)
 
     def errors(self, name: str) -> list[str]:
-        """Errors of the topology's tasks and workers, oldest first (the newest
-        ``MAX_ERRORS_KEPT``)."""
-        return self._read(name, lambda s: list(s.errors))
+        """Errors of the topology's tasks and workers, oldest first, as text (rendered
+        from ``error_records`` and ``worker_events``)."""
+        return self._read(name, lambda s: s.errors.texts())
+
+    def error_records(self, name: str) -> list[TaskError]:
+        """The tasks' errors, oldest first (the newest ``MAX_ERRORS_KEPT``), each with
+        the worker and attempt that reported it and when."""
+        return self._read(name, lambda s: s.errors.task_errors())
+
+    def worker_events(self, name: str) -> list[WorkerEvent]:
+        """The workers' own errors (an exception that ended one, a frame it could not
+        read, refused control frames, the Spark job ending) and their restarts, oldest
+        first, kept apart from the tasks' errors (a bounded list per kind)."""
+        return self._read(name, lambda s: s.errors.events())
 
     def logs(self, name: str) -> list[str]:
         """Log records (WARNING and up) the topology's workers logged, oldest first."""
@@ -380,7 +394,8 @@ def _wait_ready(launcher: Any) -> str | None:
         loops = {w: e for w, e in state.crash_loops.items() if w not in ready}
         if state.done or loops:
             missing = sorted(set(range(state.num_workers)) - ready)
-            detail = f"; first worker error: {state.errors[0]}" if state.errors else ""
+            first = state.errors.texts()[:1]
+            detail = f"; first worker error: {first[0]}" if first else ""
             if loops:
                 worker, error = min(loops.items())
                 detail = f"; worker {worker} is in a crash loop: {error}{detail}"
@@ -390,7 +405,7 @@ def _wait_ready(launcher: Any) -> str | None:
     problem = launcher.wait(verdict, START_TIMEOUT_SECS)
     if problem is None:  # the timeout
         missing, first = launcher.read(
-            lambda s: (sorted(set(range(s.num_workers)) - s.ready), list(s.errors)[:1])
+            lambda s: (sorted(set(range(s.num_workers)) - s.ready), s.errors.texts()[:1])
         )
         detail = f"; first worker error: {first[0]}" if first else ""
         return f"workers {missing} did not start their tasks{detail}"

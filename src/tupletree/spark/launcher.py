@@ -107,6 +107,8 @@ class WorkerLauncher:
             worker_timeout=worker_timeout,
             start_timeout=start_timeout,
             active=active,
+            # The driver's own error records carry wall-clock times (records/errors.py).
+            epoch_offset=time.time() - time.monotonic(),
         )
         self._changed = threading.Condition()
         self._secret = control.new_secret()
@@ -116,7 +118,7 @@ class WorkerLauncher:
             self._on_envelope,
             self._routes,
             ping_interval=ping_interval,
-            on_rejected=lambda text: self._input(lambda s: s.report(text)),
+            on_rejected=lambda text: self._input(lambda s: s.report(text, time.monotonic())),
             on_tick=lambda now: self._input(lambda s: s.tick(now)),
         )
         self._job: SparkJobs | None = None
@@ -219,7 +221,7 @@ class WorkerLauncher:
     def errors(self) -> list[str]:
         """The state's errors: the workers' own and their tasks', restarts, an unasked
         job end, refused control frames; oldest first."""
-        return self.read(lambda s: list(s.errors))
+        return self.read(lambda s: s.errors.texts())
 
     @property
     def running(self) -> bool:

@@ -157,8 +157,13 @@ def _tupletree() -> tuple[_Source, Installed, set[str]]:
         dist = None
     if dist is not None and _editable_location(dist) is None:
         init = Path(dist.locate_file("tupletree/__init__.py")).resolve()
-        if init == package / "__init__.py":
-            source = _Source("tupletree", dist.version, _record_files(dist))
+        files = _record_files(dist)
+        # A distribution that lists none of the package's files (an egg-info left in a
+        # source tree by an old editable install) would ship no tupletree at all.
+        if init == package / "__init__.py" and any(
+            name.startswith("tupletree/") for _, name in files
+        ):
+            source = _Source("tupletree", dist.version, files)
             installed = Installed("tupletree", dist.version, tuple(dist.requires or ()))
             return source, installed, set(dist.metadata.get_all("Provides-Extra") or [])
     return _tupletree_checkout(package)

@@ -24,8 +24,10 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,7 +274,31 @@ def get_or_create_session(
     is done (SparkCluster's ``__exit__``); one that was already running is left alone.
     ``jvm_log``: a file for the JVM's own stderr when a JVM is started here (under
     spark-submit it is running already).
+
+    The process's SIGINT handler is kept: PySpark puts in one, when it starts a
+    SparkContext, that cancels every Spark job before raising KeyboardInterrupt, so
+    Ctrl-C would end the workers' tasks without closing their spouts or cleaning up their
+    bolts. Kept, Ctrl-C reaches the caller (``with SparkCluster() ...``, ``tupletree
+    run``), whose ``kill_topology`` stops the workers properly.
     """
+    with _keeping_sigint():
+        return _get_or_create_session(master, jvm_log)
+
+
+@contextlib.contextmanager
+def _keeping_sigint() -> Iterator[None]:
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _get_or_create_session(
+    master: str | None, jvm_log: str | os.PathLike[str] | None
+) -> tuple[SparkSession, bool]:
     existing = active_session()
     if existing is not None:
         return existing, False

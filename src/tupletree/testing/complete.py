@@ -241,13 +241,13 @@ def complete_topology(
     name = f"complete-topology-{next(_names)}"
     cluster.submit_topology(name, conf, wrapped)
     try:
-        if getattr(cluster, "simulate_time", False):
+        if cluster.simulate_time:
             waited = 0.0
             cluster.wait_idle()
             while not done():
                 if waited >= timeout_secs:
                     raise TimeoutError(_not_done(name, settled, expected, timeout_secs))
-                cluster.advance_time(1)  # type: ignore[attr-defined]
+                cluster.advance_time(1)
                 waited += 1
         else:
             deadline = time.monotonic() + timeout_secs

@@ -105,7 +105,9 @@ def _serve() -> tuple[tuple[str, int], bytes]:
             threading.Thread(
                 target=server.serve_forever, name="tupletree-testing-shared", daemon=True
             ).start()
-            _server = (server.address, authkey)
+            address = server.address
+            assert isinstance(address, tuple)  # a TCP server: (host, port)
+            _server = (address, authkey)
         return _server
 
 

@@ -4,6 +4,7 @@
     GET  /api/v1/topology/<name>
     GET  /api/v1/topology/<name>/component/<id>
     GET  /api/v1/topology/<name>/history          tupletree: the charts' timeline
+    GET  /api/v1/topology/<name>/logs             tupletree: its workers' log lines
     POST /api/v1/topology/<name>/activate | deactivate | kill/<wait_secs>
     POST /api/v1/topology/<name>/rebalance/<wait_secs>   body: {"rebalanceOptions":
                                                    {"numWorkers": n, "executors": {...}}}
@@ -42,9 +43,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -56,16 +58,15 @@ from tupletree.ui import views
 from tupletree.ui.openapi import openapi_document
 from tupletree.ui.prometheus import ClusterCollector
 from tupletree.ui.scrape import ScrapeCache
-
-if TYPE_CHECKING:
-    from tupletree.ui.service import UIService
+from tupletree.ui.service import UIService
 
 log = logging.getLogger("tupletree.ui")
 
 API = "/api/v1"
 MAX_KILL_WAIT_SECS = 24 * 3600.0
 MAX_TIMED_OUT_SHOWN = 50
-SERVICE_KEY = web.AppKey("service", object)
+MAX_LOG_LINES_SHOWN = 500
+SERVICE_KEY = web.AppKey("service", UIService)
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 METRICS_CACHE_SECS = 1.0
 # The page's own files: no data in them, so no token needed to load the page that asks
@@ -88,7 +89,7 @@ def _json_error(status: int, message: str) -> web.Response:
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    service: UIService = request.app[SERVICE_KEY]  # type: ignore[assignment]
+    service = request.app[SERVICE_KEY]
     host = request.headers.get("Host")
     if host is not None and not service.hosts.allows(host):
         return _json_error(
@@ -141,7 +142,7 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _service(request: web.Request) -> UIService:
-    return request.app[SERVICE_KEY]  # type: ignore[return-value]
+    return request.app[SERVICE_KEY]
 
 
 async def summary(request: web.Request) -> web.Response:
@@ -170,16 +171,19 @@ def _read_topology(service: UIService, name: str) -> dict[str, Any]:
     metrics = cluster.metrics(name)
     history = service.history(name)
     page = views.topology_page(
-        name, info, metrics, history.rates(), cluster.errors(name), service.graph(name)
+        name,
+        info,
+        metrics,
+        history.rates(),
+        cluster.error_records(name),
+        cluster.worker_events(name),
+        service.graph(name),
+        time.time(),
     )
-    stats = getattr(cluster, "worker_stats", None)
-    if stats is not None:
-        page["workers"] = [{"index": i} | w for i, w in stats(name).items()]
-    timed_out = getattr(cluster, "timed_out", None)
-    if timed_out is not None:
-        page["timedOutTrees"] = [
-            views.timed_out_entry(t) for t in list(timed_out(name))[-MAX_TIMED_OUT_SHOWN:]
-        ]
+    page["workers"] = [{"index": i, **w} for i, w in cluster.worker_stats(name).items()]
+    page["timedOutTrees"] = [
+        views.timed_out_entry(t) for t in cluster.timed_out(name)[-MAX_TIMED_OUT_SHOWN:]
+    ]
     return page
 
 
@@ -199,7 +203,8 @@ async def component(request: web.Request) -> web.Response:
         if cid not in metrics:
             raise ApiError(404, f"topology {name!r} has no component {cid!r}")
         rates = service.history(name).rates()
-        return views.component_page(name, info, cid, metrics, rates, cluster.errors(name))
+        records = cluster.error_records(name)
+        return views.component_page(name, info, cid, metrics, rates, records, time.time())
 
     return web.json_response(await _call(read))
 
@@ -214,6 +219,19 @@ async def history(request: web.Request) -> web.Response:
             "sampleSecs": service.sample_secs,
             "timeline": service.history(name).timeline(),
         }
+
+    return web.json_response(await _call(read))
+
+
+async def logs(request: web.Request) -> web.Response:
+    """The newest MAX_LOG_LINES_SHOWN of ``cluster.logs(name)``, oldest first (where an
+    error's ``errorWorkerLogLink`` points)."""
+    service = _service(request)
+    name = request.match_info["name"]
+
+    def read() -> dict[str, Any]:
+        lines = service.cluster.logs(name)
+        return {"topologyId": name, "total": len(lines), "logs": lines[-MAX_LOG_LINES_SHOWN:]}
 
     return web.json_response(await _call(read))
 
@@ -294,8 +312,7 @@ async def rebalance(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    cache: ScrapeCache = request.app[SCRAPE_KEY]  # type: ignore[assignment]
-    response = web.Response(body=await cache.get())
+    response = web.Response(body=await request.app[SCRAPE_KEY].get())
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return response
 
@@ -318,8 +335,8 @@ def _static(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     return serve
 
 
-REGISTRY_KEY = web.AppKey("registry", object)
-SCRAPE_KEY = web.AppKey("scrape", object)
+REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
+SCRAPE_KEY = web.AppKey("scrape", ScrapeCache)
 
 
 def make_app(service: UIService) -> web.Application:
@@ -335,6 +352,7 @@ def make_app(service: UIService) -> web.Application:
     r.add_get(f"{API}/topology/{{name}}", topology)
     r.add_get(f"{API}/topology/{{name}}/component/{{component}}", component)
     r.add_get(f"{API}/topology/{{name}}/history", history)
+    r.add_get(f"{API}/topology/{{name}}/logs", logs)
     r.add_post(f"{API}/topology/{{name}}/activate", activate)
     r.add_post(f"{API}/topology/{{name}}/deactivate", deactivate)
     r.add_post(f"{API}/topology/{{name}}/kill/{{wait}}", kill)

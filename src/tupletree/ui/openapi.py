@@ -54,22 +54,23 @@ _WAIT = {
     "schema": {"type": "number", "minimum": 0, "maximum": 86400},
 }
 
+_SUMMARY_FIELDS: dict[str, Any] = {
+    "id": {"type": "string"},
+    "name": {"type": "string"},
+    "status": {"type": "string", "enum": ["ACTIVE", "INACTIVE", "FAILED", "REBALANCING"]},
+    "uptimeSeconds": {"type": "integer"},
+    "tasksTotal": {"type": "integer"},
+    "workersTotal": {"type": "integer"},
+    "emitted": {"type": "integer"},
+    "acked": {"type": "integer"},
+    "failed": {"type": "integer"},
+}
 _SUMMARY_ENTRY = {
     "type": "object",
     "required": ["id", "name", "status"],
-    "properties": {
-        "id": {"type": "string"},
-        "name": {"type": "string"},
-        "status": {"type": "string", "enum": ["ACTIVE", "INACTIVE", "FAILED", "REBALANCING"]},
-        "uptimeSeconds": {"type": "integer"},
-        "tasksTotal": {"type": "integer"},
-        "workersTotal": {"type": "integer"},
-        "emitted": {"type": "integer"},
-        "acked": {"type": "integer"},
-        "failed": {"type": "integer"},
-    },
+    "properties": _SUMMARY_FIELDS,
 }
-_COMPONENT_ROW = {
+_COMPONENT_ROW: dict[str, Any] = {
     "type": "object",
     "required": ["emitted", "acked", "failed", "tasks"],
     "properties": {
@@ -85,7 +86,7 @@ _TOPOLOGY = {
     "type": "object",
     "required": ["id", "name", "status", "spouts", "bolts", "graph", "configuration"],
     "properties": {
-        **_SUMMARY_ENTRY["properties"],
+        **_SUMMARY_FIELDS,
         "msgTimeout": _NUMBER_OR_NULL,
         "spouts": {
             "type": "array",
@@ -235,6 +236,23 @@ _DOCUMENT: dict[str, Any] = {
         ),
         "/api/v1/topology/{name}/history": _get(
             "the charts' recent timeline", _json("the timeline", _HISTORY), [_NAME], _NOT_FOUND
+        ),
+        "/api/v1/topology/{name}/logs": _get(
+            "the topology's newest log lines, oldest first",
+            _json(
+                "the lines",
+                {
+                    "type": "object",
+                    "required": ["topologyId", "total", "logs"],
+                    "properties": {
+                        "topologyId": {"type": "string"},
+                        "total": {"type": "integer"},
+                        "logs": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+            ),
+            [_NAME],
+            _NOT_FOUND,
         ),
         "/api/v1/topology/{name}/activate": _post("activate a topology", [_NAME]),
         "/api/v1/topology/{name}/deactivate": _post("deactivate a topology", [_NAME]),

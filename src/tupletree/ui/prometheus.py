@@ -32,6 +32,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from tupletree.cluster import Cluster, TaskStats
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 log = logging.getLogger("tupletree.ui")
@@ -59,25 +60,30 @@ BOUNDS_SECS = (
 )
 TASK_LABELS = ["topology", "component", "task"]
 
-# (metric name, help, metrics() key) of the per-task counters.
-COUNTERS = (
-    ("tupletree_tuples_emitted", "Tuples emitted by the task.", "emitted"),
+# (metric name, help, its figure in a task's metrics: read by name) of the per-task
+# counters.
+COUNTERS: tuple[tuple[str, str, Callable[[TaskStats], float]], ...] = (
+    ("tupletree_tuples_emitted", "Tuples emitted by the task.", lambda t: t["emitted"]),
     (
         "tupletree_tuples_transferred",
         "Tuples delivered to target tasks (an emit to n tasks counts n).",
-        "transferred",
+        lambda t: t["transferred"],
     ),
-    ("tupletree_tuples_executed", "Tuples the task executed.", "executed"),
+    ("tupletree_tuples_executed", "Tuples the task executed.", lambda t: t["executed"]),
     (
         "tupletree_tuples_acked",
         "Trees completed (spouts, ackers) or input tuples acked (bolts).",
-        "acked",
+        lambda t: t["acked"],
     ),
-    ("tupletree_task_errors", "Errors the task reported (user exceptions).", "errors"),
+    (
+        "tupletree_task_errors",
+        "Errors the task reported (user exceptions).",
+        lambda t: t["errors"],
+    ),
     (
         "tupletree_task_busy_seconds",
         "Seconds the task spent executing tuples; its rate is Storm's capacity.",
-        "busy_secs",
+        lambda t: t["busy_secs"],
     ),
 )
 
@@ -103,10 +109,12 @@ def histogram_buckets(described: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 class ClusterCollector(Collector):
     """Reads a cluster on every ``collect()``: ``topologies()``, ``metrics(name)``,
-    ``topology_info(name)`` and, where the cluster has it, ``worker_stats(name)``
-    (SparkCluster). A topology killed between the listing and its read is skipped."""
+    ``topology_info(name)`` and ``worker_stats(name)``. A topology killed between the
+    listing and its read is skipped."""
 
-    def __init__(self, cluster: Any, on_error: Callable[[str, BaseException], None] | None = None):
+    def __init__(
+        self, cluster: Cluster, on_error: Callable[[str, BaseException], None] | None = None
+    ) -> None:
         self.cluster = cluster
         self.on_error = on_error
 
@@ -114,9 +122,10 @@ class ClusterCollector(Collector):
         return []  # no fixed set: families depend on the running topologies
 
     def collect(self) -> Iterator[Metric]:
-        counters = {
-            key: CounterMetricFamily(name, doc, labels=TASK_LABELS) for name, doc, key in COUNTERS
-        }
+        counters = [
+            (CounterMetricFamily(name, doc, labels=TASK_LABELS), figure)
+            for name, doc, figure in COUNTERS
+        ]
         failed = CounterMetricFamily(
             "tupletree_tuples_failed",
             "Trees failed (spouts, ackers) or input tuples failed (bolts), by reason.",
@@ -204,15 +213,13 @@ class ClusterCollector(Collector):
                 continue
             active.add_metric([name], 1.0 if info["active"] else 0.0)
             for cid, entry in metrics.items():
-                for task, t in entry.get("tasks", {}).items():
+                for task, t in entry["tasks"].items():
                     labels = [name, cid, str(task)]
-                    for key, family in counters.items():
-                        family.add_metric(labels, float(t.get(key, 0)))
-                    timed_out = t.get("timed_out", 0)
+                    for family, figure in counters:
+                        family.add_metric(labels, float(figure(t)))
+                    timed_out = t["timed_out"]
                     failed.add_metric([*labels, "timeout"], float(timed_out))
-                    failed.add_metric(
-                        [*labels, "explicit"], float(max(0, t.get("failed", 0) - timed_out))
-                    )
+                    failed.add_metric([*labels, "explicit"], float(max(0, t["failed"] - timed_out)))
                     hist = t.get("complete_latency_hist")
                     if hist:
                         complete.add_metric(labels, histogram_buckets(hist), hist["sum_ms"] / 1e3)
@@ -238,20 +245,19 @@ class ClusterCollector(Collector):
                 for task, value in per_task.items():
                     if isinstance(value, int | float):
                         exhausted.add_metric([name, cid, str(task)], float(value))
-            stats = getattr(cluster, "worker_stats", None)
-            if stats is not None:
-                try:
-                    workers = stats(name)
-                except KeyError:
-                    workers = {}
-                for index, w in workers.items():
-                    restarts.add_metric([name, str(index)], float(w["restarts"]))
-                    if w.get("rss_bytes") is not None:
-                        memory.add_metric([name, str(index), w["host"]], float(w["rss_bytes"]))
-                    for kind, count in sorted((w.get("frames_refused") or {}).items()):
-                        refused.add_metric([name, str(index), kind], float(count))
+            try:
+                workers = cluster.worker_stats(name)
+            except KeyError:
+                workers = {}
+            for index, w in workers.items():
+                restarts.add_metric([name, str(index)], float(w["restarts"]))
+                rss = w["rss_bytes"]
+                if rss is not None:
+                    memory.add_metric([name, str(index), w["host"]], float(rss))
+                for kind, count in sorted((w.get("frames_refused") or {}).items()):
+                    refused.add_metric([name, str(index), kind], float(count))
         yield active
-        yield from counters.values()
+        yield from (family for family, _ in counters)
         yield failed
         yield exhausted
         yield complete

@@ -1,10 +1,11 @@
 """UIService: the web view of one cluster, served by a WebServer, with a sampler that
 keeps each running topology's recent history for rates, capacity and charts.
 
-The service reads and steers the cluster only through its public methods
-(``topologies``, ``topology_info``, ``metrics``, ``errors``, ``activate``,
-``deactivate``, ``kill_topology``, and where the cluster has them ``worker_stats`` and
-``timed_out``), so LocalCluster and SparkCluster get the same service.
+The service reads and steers the cluster only through the ``Cluster`` protocol
+(cluster.py: ``topologies``, ``topology_info``, ``metrics``, ``error_records``,
+``worker_events``, ``worker_stats``, ``timed_out``, ``logs``, ``activate``,
+``deactivate``, ``kill_topology``), so LocalCluster and SparkCluster get the same
+service.
 
 Bounds: one history per running topology (dropped when it stops running), each of at
 most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled;
@@ -28,6 +29,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tupletree.cluster import Cluster
 from tupletree.connection_table import check_count, check_timeout
 from tupletree.http_guard import HostPolicy, check_token
 from tupletree.log_limit import ErrorLogLimiter
@@ -65,7 +67,7 @@ class UIService:
 
     def __init__(
         self,
-        cluster: Any,
+        cluster: Cluster,
         host: str = "127.0.0.1",
         port: int = 0,
         *,
@@ -114,7 +116,7 @@ class UIService:
 
     @classmethod
     def from_options(
-        cls, cluster: Any, host: str, port: int, options: Mapping[str, Any] | None
+        cls, cluster: Cluster, host: str, port: int, options: Mapping[str, Any] | None
     ) -> UIService:
         """The service with a cluster's ``ui_options``; unknown names are refused."""
         options = dict(options or {})
@@ -197,15 +199,31 @@ class UIService:
     # -- steering ---------------------------------------------------------------------
 
     def kill_later(self, name: str, wait_secs: float) -> None:
-        """Storm's kill with a wait: deactivate now, kill after ``wait_secs``."""
+        """Storm's kill with a wait: deactivate now, kill after ``wait_secs``; unless
+        the topology running under ``name`` then is another one, submitted after this
+        call (its uptime is shorter than the time since this call): that one is left
+        running, and the log says so."""
         with self._lock:
             self._kills = [t for t in self._kills if t.is_alive()]
             if len(self._kills) >= MAX_PENDING_KILLS:
                 raise RuntimeError(f"{len(self._kills)} kills are already waiting")
         self.cluster.deactivate(name)
+        asked_at = time.monotonic()
 
         def kill() -> None:
             try:
+                # Both clusters count uptime from their submit on this process's
+                # monotonic clock, so a topology submitted after the request is younger
+                # than the request.
+                uptime = self.cluster.topology_info(name)["uptime_secs"]
+                if uptime < time.monotonic() - asked_at:
+                    log.info(
+                        "tupletree ui: not killing %r: the topology of that name was "
+                        "submitted after the kill was asked for (%.1f s ago)",
+                        name,
+                        time.monotonic() - asked_at,
+                    )
+                    return
                 self.cluster.kill_topology(name)
             except KeyError:
                 pass  # killed by someone else meanwhile

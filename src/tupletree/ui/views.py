@@ -1,5 +1,7 @@
 """The REST answers, shaped as Storm UI's (``/api/v1/...``, camelCase field names), from
-plain values: a cluster's metrics, its errors, the history's rates.
+plain values: a cluster's metrics (``ComponentMetrics``), its error records
+(``TaskError``, ``WorkerEvent``: read as fields, never parsed from text), the history's
+rates.
 
 Pure functions; ``tupletree.ui.app`` feeds them what it read from the cluster. Storm's
 names where Storm has the figure (``emitted``, ``transferred``, ``executed``, ``acked``,
@@ -15,42 +17,56 @@ A topology's id is its name: ``/api/v1/topology/<name>`` addresses it.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
+from tupletree.cluster import ComponentMetrics, TaskError, WorkerEvent
 from tupletree.redact import MASK, is_secret_key
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
-ERROR_LINE = re.compile(
-    r"^(?:worker (?P<worker>\d+)(?: \(attempt \d+\))?: )?"
-    r"(?P<component>\S+)\[task (?P<task>\d+)\] (?P<where>[^:]+): (?P<error>.*)$"
-)
 RECENT_ERRORS = 50
 
 
-def parse_error(text: str) -> dict[str, Any]:
-    """``{"component", "task", "where", "error", "traceback", "worker"}`` from one of
-    ``cluster.errors(name)``; an error that names no task has ``component`` None."""
-    first, _, rest = text.partition("\n")
-    m = ERROR_LINE.match(first)
-    if m is None:
-        return {
-            "component": None,
-            "task": None,
-            "where": None,
-            "error": first,
-            "traceback": rest,
-            "worker": None,
-        }
+def error_entry(name: str, record: TaskError, now: float) -> dict[str, Any]:
+    """One task error as JSON: the record's fields, and Storm UI's ``error`` (``Type:
+    message``), ``errorTime`` (epoch seconds), ``errorLapsedSecs`` (since, at ``now``,
+    wall clock) and ``errorWorkerLogLink`` (the topology's log lines)."""
     return {
-        "component": m["component"],
-        "task": int(m["task"]),
-        "where": m["where"],
-        "error": m["error"],
-        "traceback": rest,
-        "worker": int(m["worker"]) if m["worker"] else None,
+        "component": record.component,
+        "task": record.task,
+        "where": record.where,
+        "exception": record.exception,
+        "message": record.message,
+        "error": record.error,
+        "traceback": record.traceback,
+        "worker": record.worker,
+        "attempt": record.attempt,
+        "errorTime": int(record.time),
+        "errorLapsedSecs": max(0, int(now - record.time)),
+        "errorWorkerLogLink": logs_link(name),
     }
+
+
+def event_entry(name: str, event: WorkerEvent, now: float) -> dict[str, Any]:
+    """One worker event (an error of the worker's own, a restart) as JSON, with the
+    same time fields as ``error_entry``."""
+    return {
+        "kind": event.kind,
+        "worker": event.worker,
+        "attempt": event.attempt,
+        "message": event.message,
+        "traceback": event.traceback,
+        "text": event.render(),
+        "errorTime": int(event.time),
+        "errorLapsedSecs": max(0, int(now - event.time)),
+        "errorWorkerLogLink": logs_link(name),
+    }
+
+
+def logs_link(name: str) -> str:
+    """Where the topology's log lines are served (``GET .../logs``)."""
+    return f"/api/v1/topology/{quote(name, safe='')}/logs"
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -84,7 +100,9 @@ def executors(info: Mapping[str, Any], spec: Any) -> int:
     return info.get("executors", {}).get(spec.id, spec.parallelism)
 
 
-def summary_entry(name: str, info: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict:
+def summary_entry(
+    name: str, info: Mapping[str, Any], metrics: Mapping[str, ComponentMetrics]
+) -> dict[str, Any]:
     """One topology of ``GET /api/v1/topology/summary``."""
     topology = info["topology"]
     user = {cid: m for cid, m in metrics.items() if cid in topology.components}
@@ -95,9 +113,9 @@ def summary_entry(name: str, info: Mapping[str, Any], metrics: Mapping[str, Any]
         "status": status(info),
         "uptime": uptime_text(info["uptime_secs"]),
         "uptimeSeconds": int(info["uptime_secs"]),
-        "tasksTotal": sum(len(m.get("tasks", {})) for m in metrics.values()),
+        "tasksTotal": sum(len(m["tasks"]) for m in metrics.values()),
         "executorsTotal": sum(executors(info, spec) for spec in topology.components.values())
-        + len(metrics.get(ACKER_COMPONENT, {}).get("tasks", {})),
+        + (len(metrics[ACKER_COMPONENT]["tasks"]) if ACKER_COMPONENT in metrics else 0),
         "workersTotal": info.get("workers", 1),
         "emitted": sum(m["emitted"] for m in user.values()),
         "acked": sum(metrics[s.id]["acked"] for s in topology.spouts if s.id in metrics),
@@ -181,10 +199,10 @@ def _window(m: Mapping[str, Any]) -> dict[str, Any]:
     return {} if summary is None else {"window": summary}
 
 
-def _last_error(errors: list[dict[str, Any]], cid: str) -> str:
+def _last_error(errors: Sequence[TaskError], cid: str) -> str:
     for err in reversed(errors):
-        if err["component"] == cid:
-            return err["error"]
+        if err.component == cid:
+            return err.error
     return ""
 
 
@@ -219,15 +237,17 @@ def edge_rates(
 def topology_page(
     name: str,
     info: Mapping[str, Any],
-    metrics: Mapping[str, Any],
+    metrics: Mapping[str, ComponentMetrics],
     rates: Mapping[str, Any],
-    errors: list[str],
+    errors: Sequence[TaskError],
+    events: Sequence[WorkerEvent],
     graph: Mapping[str, Any],
+    now: float,
 ) -> dict[str, Any]:
-    """``GET /api/v1/topology/<name>``."""
+    """``GET /api/v1/topology/<name>``: ``errors`` are the tasks' (the newest
+    RECENT_ERRORS), ``workerEvents`` the workers' own errors and restarts (as many)."""
     topology = info["topology"]
     comp_rates = rates.get("components", {})
-    parsed = [parse_error(e) for e in errors]
     spouts, bolts = [], []
     for spec in topology.components.values():
         m = metrics.get(spec.id)
@@ -236,7 +256,7 @@ def topology_page(
         base = {
             "executors": executors(info, spec),
             "tasks": spec.tasks,
-            "lastError": _last_error(parsed, spec.id),
+            "lastError": _last_error(errors, spec.id),
         }
         if spec.is_spout:
             spouts.append(
@@ -288,7 +308,8 @@ def topology_page(
             "nodes": graph["nodes"],
             "edges": edge_rates(graph, comp_rates),
         },
-        "errors": parsed[-RECENT_ERRORS:],
+        "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
+        "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
         "configuration": {
             k: MASK if v is not None and is_secret_key(k) else _plain(v) for k, v in conf.items()
         },
@@ -299,9 +320,10 @@ def component_page(
     name: str,
     info: Mapping[str, Any],
     cid: str,
-    metrics: Mapping[str, Any],
+    metrics: Mapping[str, ComponentMetrics],
     rates: Mapping[str, Any],
-    errors: list[str],
+    errors: Sequence[TaskError],
+    now: float,
 ) -> dict[str, Any]:
     """``GET /api/v1/topology/<name>/component/<id>``; ``cid`` must be in ``metrics``."""
     topology = info["topology"]
@@ -325,7 +347,7 @@ def component_page(
             if isinstance(window, Mapping):
                 stats["window"] = window_task(window)
         executor_stats.append(stats)
-    parsed = [e for e in (parse_error(x) for x in errors) if e["component"] == cid]
+    mine = [e for e in errors if e.component == cid]
     kind = "spout" if is_spout else "bolt"
     comp_rates = rates.get("components", {}).get(cid)
     stats = _spout(m, comp_rates) if is_spout else _bolt(m, comp_rates, basic) | _window(m)
@@ -357,15 +379,7 @@ def component_page(
         "executorStats": executor_stats,
         "inputStats": inputs,
         "outputStats": outputs,
-        "componentErrors": [
-            {
-                "error": e["error"],
-                "where": e["where"],
-                "task": e["task"],
-                "traceback": e["traceback"],
-            }
-            for e in parsed[-RECENT_ERRORS:]
-        ],
+        "componentErrors": [error_entry(name, e, now) for e in mine[-RECENT_ERRORS:]],
         "custom": {
             k: {str(t): _plain(v) for t, v in per.items()} for k, per in m.get("custom", {}).items()
         },

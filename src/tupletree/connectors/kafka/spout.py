@@ -30,7 +30,6 @@ and what the old one delivered is dropped (``settles_survive_reconnect`` is Fals
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -169,7 +168,7 @@ class _Session:
         self.assigned: list[int] = []
         self.paused: set[int] = set()
         self.resume_at: dict[int, int] = {}  # paused partition -> where it goes on
-        now = time.monotonic()
+        now = spout.context.now()  # the cluster's clock: simulated time drives the timers
         self.next_refresh = now
         self.next_commit = now + spout.commit_period_secs
         self._refresh(now, list_again=False)
@@ -225,7 +224,7 @@ class _Session:
     # -- fetching -----------------------------------------------------------------------
 
     def _timers(self) -> None:
-        now = time.monotonic()
+        now = self.spout.context.now()
         sp = self.spout
         if sp._commit_now or now >= self.next_commit or self._half_full_and_committable():
             sp._commit_now = False

@@ -307,6 +307,14 @@ async function toggle(id) {
 const opened = new Set();
 const closed = new Set();
 
+function ago(secs) {
+  if (secs < 60) return `${secs} s ago`;
+  if (secs < 3600) return `${Math.floor(secs / 60)} min ago`;
+  return `${Math.floor(secs / 3600)} h ago`;
+}
+
+// Each error is a record (component, task, where, error, worker, time...): drawn from
+// its fields, never parsed from text.
 function drawErrors(topo) {
   const box = $("errors");
   box.replaceChildren();
@@ -316,10 +324,12 @@ function drawErrors(topo) {
     return;
   }
   [...topo.errors].reverse().forEach((e, i) => {
-    const where = e.component ? `${e.component}[task ${e.task}] ${e.where}: ` : "";
-    const key = where + e.error;
+    const worker = e.worker === null ? "" : `worker ${e.worker}: `;
+    const where = `${worker}${e.component}[task ${e.task}] ${e.where}: `;
+    const key = `${e.errorTime} ${where}${e.error}`;
     const open = opened.has(key) || (i === 0 && !closed.has(key));
-    const summary = h("summary", {}, document.createTextNode(where), h("b", { text: e.error }));
+    const summary = h("summary", {}, h("span", { class: "muted small", text: ago(e.errorLapsedSecs) + " " }),
+      document.createTextNode(where), h("b", { text: e.error }));
     const details = h("details", { open: open ? "" : null }, summary,
       h("pre", { text: e.traceback || "(no traceback)" }));
     summary.addEventListener("click", () => {  // runs before the details toggles
@@ -328,6 +338,21 @@ function drawErrors(topo) {
     });
     box.appendChild(details);
   });
+}
+
+// The workers' own errors and their restarts, newest first: kept apart from the tasks'
+// errors by the cluster, so a bolt's flood of errors cannot hide a restart.
+function drawEvents(topo) {
+  const events = topo.workerEvents || [];
+  $("events-card").hidden = !events.length;
+  const box = $("events");
+  box.replaceChildren();
+  for (const e of [...events].reverse()) {
+    box.appendChild(h("div", { class: `event ${e.kind}` },
+      h("span", { class: "muted small", text: ago(e.errorLapsedSecs) + " " }),
+      h("b", { text: e.kind === "restart" ? "restart " : "" }),
+      document.createTextNode(e.text)));
+  }
 }
 
 function drawWorkers(topo) {
@@ -438,13 +463,25 @@ function drawNav(topologies) {
   })));
 }
 
+// The topology named by the page's #hash. A malformed one (a stray "%", a link cut in
+// the middle of an escape) is taken as it is: decodeURIComponent would throw on every
+// refresh and the page would stop updating until the hash changed.
+function hashName() {
+  const raw = location.hash.slice(1);
+  try {
+    return decodeURIComponent(raw);
+  } catch (err) {
+    return raw;
+  }
+}
+
 async function refresh() {
   if (busy) return;
   busy = true;
   try {
     const summary = await getJSON(`${API}/topology/summary`);
     const names = summary.topologies.map((t) => t.name);
-    const wanted = decodeURIComponent(location.hash.slice(1));
+    const wanted = hashName();
     if (!names.includes(current)) {
       current = names.includes(wanted) ? wanted : names[0] || null;
       expanded.clear();  // task views belong to the topology they were opened on
@@ -475,6 +512,7 @@ async function refresh() {
     drawWindows(topo);
     drawStalls(topo);
     drawWorkers(topo);
+    drawEvents(topo);
     drawErrors(topo);
     $("live").className = "live";
     $("live").textContent = "live";
