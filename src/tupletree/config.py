@@ -47,6 +47,10 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # DRPC (services): the token a DRPC server requires on its spout-side endpoints
+    # (fetch, result, fail). A cluster's own server sets it in the topologies it gets;
+    # set it by hand for a standalone server started with one (docs/security.md).
+    DRPC_INVOCATIONS_TOKEN = "drpc.invocations.token"
     # Kill, Ctrl-C and SIGTERM (runtime hardening). Storm's: how long a kill waits for
     # a worker to stop (between two tuples, then close() and cleanup()) before it gives
     # up on it, naming the task that would not stop (LocalCluster's kill_topology).
@@ -113,6 +117,16 @@ def _fraction(value: Any) -> str | None:
     return None
 
 
+def _token(value: Any) -> str | None:
+    from tupletree.http_guard import check_token
+
+    try:
+        check_token("the token", value)
+    except ValueError as exc:
+        return str(exc).removeprefix("the token ")
+    return None
+
+
 def _bool(value: Any) -> str | None:
     if not isinstance(value, bool):
         return f"must be True or False, got {type(value).__name__} {value!r}"
@@ -173,6 +187,8 @@ SETTINGS: dict[str, Setting] = {
         None, _number(positive=True, maximum=_DAY, optional=True)
     ),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
+    # DRPC (services)
+    Config.DRPC_INVOCATIONS_TOKEN: Setting(None, _token),
     # Kill, Ctrl-C and SIGTERM (runtime hardening).
     Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: Setting(
         3, _number(positive=True, maximum=3600.0)

@@ -21,7 +21,7 @@ from typing import Any
 from tupletree.config import Config
 from tupletree.drpc import registry
 from tupletree.drpc.expiry import TickExpiry
-from tupletree.drpc.invocations import ResultSender, parse_return_info
+from tupletree.drpc.invocations import DRPC_INVOCATIONS_TOKEN, ResultSender, parse_return_info
 from tupletree.drpc.pending import PendingRequests
 from tupletree.topology.components import BasicBolt, Bolt
 
@@ -111,9 +111,12 @@ class ResultDelivery:
     ResultSender, batched posts; its failures come back through ``errors()``). Shared by
     ReturnResults and Trident's DRPC streams."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         self._books: dict[str, PendingRequests] = {}
         self._senders: dict[tuple[str, int], ResultSender] = {}
+        # The DRPC server's invocations token (drpc.invocations.token), which posting a
+        # result needs; the cluster's own server puts it in its topologies' config.
+        self._token = token
 
     def deliver(self, return_info: Any, result: str) -> None:
         """Send ``result`` for the request ``return_info`` names; raises if the return
@@ -130,7 +133,7 @@ class ResultDelivery:
         address = (str(info["host"]), int(info["port"]))
         sender = self._senders.get(address)
         if sender is None:
-            sender = self._senders[address] = ResultSender(*address)
+            sender = self._senders[address] = ResultSender(*address, token=self._token)
         sender.send(request_id, result)
 
     def errors(self) -> list[BaseException]:
@@ -162,7 +165,7 @@ class ReturnResults(Bolt):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._collector = collector
-        self._delivery = ResultDelivery()
+        self._delivery = ResultDelivery(conf.get(DRPC_INVOCATIONS_TOKEN))
 
     def execute(self, tup: Any) -> None:
         collector = self._collector

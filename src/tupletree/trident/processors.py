@@ -827,8 +827,9 @@ class ReturnResults(Processor):
     def prepare(self, env: Any) -> None:
         super().prepare(env)
         from tupletree.drpc.bolts import ResultDelivery
+        from tupletree.drpc.invocations import DRPC_INVOCATIONS_TOKEN
 
-        self.delivery = ResultDelivery()
+        self.delivery = ResultDelivery(env.context.conf.get(DRPC_INVOCATIONS_TOKEN))
         self.index = env.context.this_task_index
         self.tasks = len(env.context.this_component_tasks())
         self.batch_index = env.batch_index

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tupletree.cluster import ComponentMetrics, TaskError, WorkerEvent
+from tupletree.redact import MASK, is_secret_key
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 RECENT_ERRORS = 50
@@ -311,7 +312,10 @@ def topology_page(
             },
             "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
             "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
-            "configuration": {k: _plain(v) for k, v in conf.items()},
+            "configuration": {
+                k: MASK if v is not None and is_secret_key(k) else _plain(v)
+                for k, v in conf.items()
+            },
         }
         | ({"trident": trident} if (trident := trident_view(metrics)) is not None else {})
     )

@@ -68,8 +68,21 @@ function loadFill(x) {
   return x >= 0.8 ? "#fdecec" : x >= 0.5 ? "#fdf6e3" : "#eaf6ef";
 }
 
+// The service's token, when it has one: opened as /#token=..., kept for this tab
+// only, and sent as a header (never in a URL, so it reaches no log or history).
+const TOKEN = (() => {
+  const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromUrl) {
+    sessionStorage.setItem("tupletree-token", fromUrl);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("tupletree-token");
+})();
+
 async function getJSON(path, options) {
-  const response = await fetch(path, options);
+  const request = Object.assign({}, options);
+  if (TOKEN) request.headers = Object.assign({}, request.headers, { Authorization: "Bearer " + TOKEN });
+  const response = await fetch(path, request);
   const body = await response.json();
   if (!response.ok) throw new Error(body.errorMessage || response.statusText);
   return body;
