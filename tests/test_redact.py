@@ -74,3 +74,15 @@ def test_any_password_is_masked_in_every_form(password) -> None:
     for form in FORMS:
         assert redact(form.format(password)) == form.format("***")
         assert password in secrets(form.format(password))
+
+
+def test_secret_config_keys_are_named_by_their_last_word():
+    """The web view masks config values whose key ends in a secret's word (the DRPC token
+    a cluster gives its topologies); a key merely containing "key" or "token" elsewhere
+    is shown."""
+    from tupletree.redact import is_secret_key
+
+    for key in ("drpc.invocations.token", "redis.password", "sasl_passwd", "api-secret"):
+        assert is_secret_key(key), key
+    for key in ("topology.workers", "kafka.key.deserializer", "tokens.count", "passes"):
+        assert not is_secret_key(key), key

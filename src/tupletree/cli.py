@@ -1,7 +1,8 @@
 """The ``tupletree`` command.
 
     tupletree run FILE [--local | --master URL] [--workers N] [--duration SECS]
-                       [--ui-port PORT | --no-ui] [--ui-host HOST] [--verbose]
+                       [--ui-port PORT | --no-ui] [--ui-host HOST] [--ui-allow-host NAME]
+                       [--verbose]
     tupletree pack [-o env.tar.gz] [--requirements FILE] [--extras kafka,redis]
                    [--python PATH]
     tupletree list [--ui HOST:PORT]
@@ -26,6 +27,10 @@ names the session's real master, the executors' hosts and how long they took to 
 with the shipped environment; Spark's own start-up lines go to a file unless
 ``--verbose``. ``pack`` writes the archive of the Python environment Spark's executors
 need and prints the spark-submit options that ship it (``tupletree.spark.pack``).
+
+The web view's token (docs/security.md), for ``run`` and the commands that talk to it
+alike, comes from the environment variable ``TUPLETREE_UI_TOKEN``: ``run`` then
+requires it on every request and prints the page's address with it.
 """
 
 from __future__ import annotations
@@ -322,7 +327,8 @@ def _run(
 
     spouts = [s.id for s in topology.spouts]
     if cluster.ui_url is not None:
-        print(f"tupletree: web view at {cluster.ui_url}/ (REST /api/v1, /metrics)", flush=True)
+        page = f"{cluster.ui_url}/" + ("#token=$TUPLETREE_UI_TOKEN" if _ui_token_set() else "")
+        print(f"tupletree: web view at {page} (REST /api/v1, /metrics)", flush=True)
     started = time.monotonic()
     submitted_at = time.time()
     if _signals is not None:
@@ -387,16 +393,27 @@ def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
     that cannot be listened on, is a one-line error)."""
     if args.no_ui:
         return cls(**kwargs)
+    from tupletree.ui.client import token_from_env
+
     port = DEFAULT_UI_PORT if args.ui_port is None else args.ui_port
+    options = {"token": token_from_env(), "allowed_hosts": args.ui_allow_host}
     try:
-        return cls(ui_port=port, ui_host=args.ui_host, **kwargs)
+        return cls(ui_port=port, ui_host=args.ui_host, ui_options=options, **kwargs)
+    except ValueError as exc:  # a bad token or host name: say which, without a traceback
+        raise SystemExit(f"tupletree run: {exc}") from None
     except OSError as exc:
         if args.ui_port is not None or exc.errno != errno.EADDRINUSE:
             raise SystemExit(f"tupletree run: {exc}") from None
     try:
-        return cls(ui_port=0, ui_host=args.ui_host, **kwargs)
+        return cls(ui_port=0, ui_host=args.ui_host, ui_options=options, **kwargs)
     except OSError as exc:
         raise SystemExit(f"tupletree run: {exc}") from None
+
+
+def _ui_token_set() -> bool:
+    from tupletree.ui.client import token_from_env
+
+    return token_from_env() is not None
 
 
 def _port(text: str) -> int:
@@ -424,10 +441,16 @@ def _seconds(text: str) -> float:
 def cmd_remote(args: argparse.Namespace) -> int:
     """list, stats, activate, deactivate, kill, rebalance: against a running cluster's
     web service."""
-    from tupletree.ui.client import UIClient, UIClientError, format_list, format_stats
+    from tupletree.ui.client import (
+        UIClient,
+        UIClientError,
+        format_list,
+        format_stats,
+        token_from_env,
+    )
 
     try:
-        client = UIClient(args.ui)
+        client = UIClient(args.ui, token_from_env())
         if args.command == "list":
             print(format_list(client.topologies()))
         elif args.command == "stats":
@@ -547,6 +570,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"web view port (default {DEFAULT_UI_PORT}, or a free one when it is taken)",
     )
     run.add_argument("--ui-host", default="127.0.0.1", help="web view address (127.0.0.1)")
+    run.add_argument(
+        "--ui-allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the web view answers to besides this machine's (repeatable; "
+        "'.example.com' allows every name under it)",
+    )
     run.add_argument("--no-ui", action="store_true", help="do not serve the web view")
     run.add_argument(
         "-v",

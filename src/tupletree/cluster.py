@@ -231,20 +231,24 @@ class ClusterBase:
         drpc_conf: dict[str, Any] | None = None,
         ui_port: int | None = None,
         ui_host: str = "127.0.0.1",
+        ui_options: dict[str, Any] | None = None,
     ) -> None:
         """``drpc_port`` starts an HTTP DRPC server with the cluster (0: a free port,
         ``cluster.drpc_server.port`` tells which; ``drpc_host="0.0.0.0"`` when workers
         run on other machines); topologies submitted here find it with no config.
 
         ``ui_port`` serves the web view, its REST API and Prometheus metrics
-        (``tupletree.ui``) on ``ui_host`` (127.0.0.1: it is not authenticated); 0 picks a
-        free port, ``cluster.ui_url`` tells which. The subclass starts it, with
+        (``tupletree.ui``) on ``ui_host`` (127.0.0.1: anyone who reaches it may steer
+        the cluster, unless ``ui_options={"token": ...}``; docs/security.md); 0 picks a
+        free port, ``cluster.ui_url`` tells which. ``ui_options`` are UIService's
+        (token, allowed_hosts, connection bounds), checked. The subclass starts it, with
         ``_start_ui()``, once it can answer ``topologies()``."""
         self._drpc = None
         self._ui: Any = None
         self._rebalancing: set[str] = set()
         self._rebalancing_lock = threading.Lock()
         self._ui_address = (ui_host, ui_port)
+        self._ui_options = ui_options
         if drpc_port is not None:
             self._drpc = _service("drpc")(drpc_host, drpc_port, drpc_conf)
 
@@ -252,7 +256,7 @@ class ClusterBase:
         host, port = self._ui_address
         if port is not None and self._ui is None:
             try:
-                self._ui = _service("ui")(self, host, port)
+                self._ui = _service("ui")(self, host, port, self._ui_options)
             except BaseException:
                 self._stop_drpc()
                 raise

@@ -47,10 +47,22 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # DRPC (services): the token a DRPC server requires on its spout-side endpoints
+    # (fetch, result, fail). A cluster's own server sets it in the topologies it gets;
+    # set it by hand for a standalone server started with one (docs/security.md).
+    DRPC_INVOCATIONS_TOKEN = "drpc.invocations.token"
     # Kill, Ctrl-C and SIGTERM (runtime hardening). Storm's: how long a kill waits for
     # a worker to stop (between two tuples, then close() and cleanup()) before it gives
     # up on it, naming the task that would not stop (LocalCluster's kill_topology).
     SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"
+    # Trident (tupletree.trident). Storm's: the master batch coordinator starts at most one
+    # batch per interval; a plain Spout under Trident gives at most this many tuples per
+    # batch (RichSpoutBatchExecutor). Not Storm's: where the coordinator keeps its txids
+    # and the spouts their batch metadata (Storm: ZooKeeper), a tupletree.store backend.
+    TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
+    TOPOLOGY_SPOUT_MAX_BATCH_SIZE = "topology.spout.max.batch.size"
+    TOPOLOGY_TRIDENT_PROGRESS_STORE = "topology.trident.progress.store"
+    TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG = "topology.trident.progress.store.config"
     # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
     # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
     # failed at once, so its spout replays it (windowing/executor.py).
@@ -105,9 +117,39 @@ def _fraction(value: Any) -> str | None:
     return None
 
 
+def _token(value: Any) -> str | None:
+    from tupletree.http_guard import check_token
+
+    try:
+        check_token("the token", value)
+    except ValueError as exc:
+        return str(exc).removeprefix("the token ")
+    return None
+
+
 def _bool(value: Any) -> str | None:
     if not isinstance(value, bool):
         return f"must be True or False, got {type(value).__name__} {value!r}"
+    return None
+
+
+# Trident's progress store: the kinds tupletree.store opens (None: a memory store of
+# the built topology's own, see trident/progress.py). Named here, not imported: config
+# sits below the store.
+_STORE_KINDS = ("memory", "sqlite", "redis", "postgresql")
+
+
+def _store_kind(value: Any) -> str | None:
+    if value is None or value in _STORE_KINDS:
+        return None
+    return f"must be one of {list(_STORE_KINDS)} or None, got {value!r}"
+
+
+def _store_config(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        return f"must be a dict of str keys or None, got {type(value).__name__} {value!r}"
     return None
 
 
@@ -145,10 +187,17 @@ SETTINGS: dict[str, Setting] = {
         None, _number(positive=True, maximum=_DAY, optional=True)
     ),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
+    # DRPC (services)
+    Config.DRPC_INVOCATIONS_TOKEN: Setting(None, _token),
     # Kill, Ctrl-C and SIGTERM (runtime hardening).
     Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: Setting(
         3, _number(positive=True, maximum=3600.0)
     ),
+    # Trident (tupletree.trident)
+    Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: Setting(500, _int(0, 3_600_000)),
+    Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: Setting(1000, _int(1, 10**7)),
+    Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: Setting(None, _store_kind),
+    Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: Setting(None, _store_config),
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }

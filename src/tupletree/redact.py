@@ -14,6 +14,9 @@ accepts, and each must be caught:
   values included;
 - comma-separated lists of any of these (NATS servers).
 
+``is_secret_key(name)`` says whether a config key names a secret by its last word
+(``drpc.invocations.token``, ``redis.password``): the web view shows such values masked.
+
 ``redact(address)`` gives the address with each secret replaced by ``***``;
 ``secrets(address)`` the secrets themselves (raw and percent-decoded), so that free
 text a client library produced (an exception's message that quotes the URL) can be
@@ -31,6 +34,14 @@ _TOKEN_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
 _SECRET_NAME = re.compile(r"pass|pwd|token|secret|key", re.IGNORECASE)
 # libpq keyword/value pairs: key=value or key='quoted \' value'
 _DSN_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+_SECRET_WORD = re.compile(r"(pass|passwd|password|pwd|token|secret|credentials?)$", re.IGNORECASE)
+
+
+def is_secret_key(name: str) -> bool:
+    """A config key whose last word (after '.', '_' or '-') names a secret."""
+    return bool(_SECRET_WORD.search(re.split(r"[._-]", name)[-1]))
 
 
 def _is_url(text: str) -> bool:

@@ -22,10 +22,10 @@ def _drpc(host: str, port: int, conf: dict[str, Any] | None) -> Any:
     return ClusterDRPC(host, port, conf)
 
 
-def _ui(owner: Any, host: str, port: int) -> Any:
+def _ui(owner: Any, host: str, port: int, options: dict[str, Any] | None = None) -> Any:
     from tupletree.ui.service import UIService
 
-    return UIService(owner, host, port).start()
+    return UIService.from_options(owner, host, port, options).start()
 
 
 cluster.SERVICES.update({"drpc": _drpc, "ui": _ui})

@@ -13,7 +13,7 @@ from tupletree.drpc import (
     DRPCTimeoutError,
     DRPCUnknownFunctionError,
 )
-from tupletree.drpc.pending import PendingRequests
+from tupletree.drpc.pending import PendingRequests, held_bytes
 
 
 def wait_until(condition, what: str, deadline: float = 30.0) -> None:
@@ -212,21 +212,54 @@ def test_a_served_function_never_goes_unknown():
 
 
 def test_requests_and_their_arguments_are_bounded():
-    """Past max_pending requests, or max_pending_chars of arguments, submit raises
+    """Past max_pending requests, or max_pending_bytes of argument memory, submit raises
     DRPCBusyError and keeps nothing; answered requests make room again."""
-    book = PendingRequests(max_pending=2, max_pending_chars=10)
+    a, b = "x" * 100, "y" * 50
+    book = PendingRequests(max_pending=2, max_pending_bytes=held_bytes(a) + held_bytes(b))
     book.register("f")
-    book.submit("f", "12345")
-    book.submit("f", "1234")
+    book.submit("f", a)
+    book.submit("f", b)
     with pytest.raises(DRPCBusyError, match="max_pending=2"):
         book.submit("f", "")
-    [(rid, _), _] = book.fetch("f", 2)
+    [(rid, args), _] = book.fetch("f", 2)
+    assert args == a
     book.respond(rid, "done")
-    with pytest.raises(DRPCBusyError, match="max_pending_chars=10"):
-        book.submit("f", "1234567")
-    assert book.pending() == 1
-    book.submit("f", "123456")
+    with pytest.raises(DRPCBusyError, match=f"max_pending_bytes={book.max_pending_bytes}"):
+        book.submit("f", "z" * 101)
+    assert book.pending() == 1 and book.pending_bytes() == held_bytes(b)
+    book.submit("f", "z" * 100)
     assert book.pending() == 2
+
+
+def test_wide_characters_count_the_memory_they_take():
+    """A str takes the width of its widest character for every character: one emoji
+    makes 1,000 characters take 4,000 bytes. The bound counts that (it counted
+    characters, so 4-byte text held 4x its bound)."""
+    narrow, wide = "x" * 1000, "x" * 999 + "\U0001f600"
+    assert held_bytes(wide) >= 4000 > 2 * held_bytes(narrow)
+    book = PendingRequests(max_pending_bytes=3 * held_bytes(narrow))
+    book.register("f")
+    book.submit("f", narrow)
+    with pytest.raises(DRPCBusyError, match="max_pending_bytes"):
+        book.submit("f", wide)
+    book.submit("f", narrow)
+    book.submit("f", narrow)
+    assert book.pending() == 3
+
+
+def test_request_ids_are_unguessable():
+    """Ids are 128 random bits: a caller who learns its own request's id (or a
+    thousand of them) learns nothing of the next one's (they were
+    "<8 hex>-<counter>", so a stranger could answer another caller's request)."""
+    book = PendingRequests()
+    book.register("f")
+    ids = [book.submit("f", "x").id for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(len(i) >= 22 for i in ids)
+    # No shared structure: random ids share no 6-character prefix or suffix (a chance
+    # of about 1000**2 / 64**6 / 2 = 7e-6), a counter's share its prefix.
+    assert len({i[:6] for i in ids}) == 1000
+    assert len({i[-6:] for i in ids}) == 1000
 
 
 def test_function_table_is_bounded_and_stale_names_make_room():

@@ -3,13 +3,10 @@ library would not send what an attacker sends. Each test names the limit it prov
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import logging
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -22,114 +19,31 @@ from tupletree.drpc import (
     DRPCTimeoutError,
     DRPCUnknownFunctionError,
 )
-from tupletree.drpc.pending import PendingRequests
 from tupletree.drpc.server import MAX_BODY_BYTES
+from tupletree.webserver import MAX_REFUSING
 
-DEADLINE = 30.0  # generous: the machine is shared; nothing here asserts a duration
-
-
-def poll(condition: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"still not true after {deadline:g} s: {what}")
-        time.sleep(0.01)
-
-
-@contextlib.contextmanager
-def serving(book: PendingRequests, function: str, fn: Callable[[str], str]) -> Iterator[list[str]]:
-    """A stand-in topology on a thread: fetches ``function`` (as a remote spout would)
-    and answers ``fn(args)``; yields the list of arguments it saw."""
-    seen: list[str] = []
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.is_set():
-            for rid, args in book.fetch(function, 16, 0.1):
-                seen.append(args)
-                book.respond(rid, fn(args))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join(5)
-
-
-def connect(server: DRPCServer) -> socket.socket:
-    sock = socket.create_connection((server.host, server.port), timeout=DEADLINE)
-    sock.settimeout(10)
-    return sock
-
-
-def send(sock: socket.socket, data: bytes) -> None:
-    """Send what the server still reads (it may answer and close first)."""
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        sock.sendall(data)
-
-
-def read_to_close(sock: socket.socket) -> tuple[bytes, bool]:
-    """Everything the server sends until it closes; (data, closed) - closed is False if
-    it kept the connection open for 10 s."""
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except TimeoutError:
-        return data, False
-    except ConnectionResetError:
-        pass
-    return data, True
-
-
-def read_response(sock: socket.socket) -> bytes:
-    """One response (head and a Content-Length body), leaving the connection open."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        body += sock.recv(65536)
-    return data
-
-
-def statuses(data: bytes) -> list[int]:
-    """The status codes of the HTTP responses in ``data``."""
-    return [int(line.split()[1]) for line in data.split(b"\r\n") if line.startswith(b"HTTP/1.")]
-
-
-def call_and_wait(server: DRPCServer, n: int) -> list[socket.socket]:
-    """``n`` connections, each with a ``POST /drpc/f`` (argument "x") the server holds."""
-    socks = [connect(server) for _ in range(n)]
-    for sock in socks:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
-    poll(lambda: server.pending_requests() == n, f"{n} requests waiting")
-    return socks
-
-
-def error_kind(data: bytes) -> str | None:
-    for line in data.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"x-drpc-error":
-            return value.strip().decode()
-    return None
+from .raw_http import (
+    DEADLINE,
+    call_and_wait,
+    connect,
+    error_kind,
+    poll,
+    read_response,
+    read_to_close,
+    send,
+    serving,
+    statuses,
+)
 
 
 def test_negative_content_length_is_refused(server):
     """Content-Length: -1 used to pass the size check and read the body to EOF into the
     topology: now a 400, the connection closed, and nothing reaches the book."""
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n" + b"x" * 100)
+        send(
+            sock,
+            b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n" + b"x" * 100,
+        )
         data, closed = read_to_close(sock)
     assert statuses(data) == [400]
     assert closed
@@ -162,7 +76,7 @@ def test_chunked_body_is_the_argument(server):
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
         send(
             sock,
-            b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: close\r\n\r\n" + chunks,
         )
         data, _ = read_to_close(sock)
@@ -177,7 +91,9 @@ def test_chunked_body_over_the_limit_is_refused():
     with DRPCServer(port=0, max_body_bytes=1024) as server, connect(server) as sock:
         server.book.register("f")
         chunk = b"x" * 512
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        send(
+            sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         send(sock, b"".join(b"200\r\n%s\r\n" % chunk for _ in range(4)) + b"0\r\n\r\n")
         data = read_response(sock)
         assert statuses(data) == [413]
@@ -189,9 +105,9 @@ def test_post_without_content_length_cannot_smuggle_a_request(server):
     """A POST without Content-Length (nor chunks) gets 411 and the connection closes:
     its "body" is not run as the next request on the connection (here a fetch that
     would steal requests), and the function does not run on ""."""
-    smuggled = b"GET /invocations/fetch/f?max=5 HTTP/1.1\r\nHost: x\r\n\r\n"
+    smuggled = b"GET /invocations/fetch/f?max=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with serving(server.book, "f", lambda a: a + "!") as seen, connect(server) as sock:
-        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\n\r\n" + smuggled)
+        send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + smuggled)
         data, closed = read_to_close(sock)
     assert statuses(data) == [411]
     assert error_kind(data) == "bad-request"
@@ -206,7 +122,7 @@ def test_oversized_body_is_refused_before_it_is_sent(server):
     with connect(server) as sock:
         send(
             sock,
-            b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+            b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
             % (MAX_BODY_BYTES + 1),
         )
         data = read_response(sock)
@@ -254,13 +170,14 @@ def test_made_up_function_names_are_bounded_and_answer_404(server):
 
 
 def test_connections_are_capped():
-    """Past max_connections a new connection gets 503 busy (DRPCBusyError naming the
-    server) and is closed; connections already open are not disturbed, and once some
-    close the server takes new ones again."""
-    with DRPCServer(port=0, max_connections=8) as server:
-        idle = [connect(server) for _ in range(8)]
-        poll(lambda: server.connections() == 8, "8 connections open")
-        extra = [connect(server) for _ in range(40)]  # all refused
+    """Past max_connections, with every connection busy (a call waiting for its
+    result), a new connection gets 503 busy (DRPCBusyError naming the server) and is
+    closed; the busy ones are not disturbed, and once they end the server takes new
+    ones again."""
+    with DRPCServer(port=0, max_connections=8, max_connections_per_peer=8) as server:
+        server.book.register("f")  # served, but not answered yet
+        waiting = call_and_wait(server, 8)
+        extra = [connect(server) for _ in range(MAX_REFUSING // 2)]  # all refused
         for sock in extra[:3]:
             data, closed = read_to_close(sock)
             assert statuses(data) == [503] and error_kind(data) == "busy" and closed
@@ -268,9 +185,10 @@ def test_connections_are_capped():
         with pytest.raises(DRPCBusyError, match=f"{server.host}:{server.port}") as info:
             client.execute("f", "x")
         assert "too many connections" in info.value.reason
-        for sock in idle + extra:
+        assert server.pending_requests() == 8
+        for sock in waiting + extra:
             sock.close()
-        poll(lambda: server.connections() == 0, "idle connections closed")
+        poll(lambda: server.connections() == 0, "the waiting callers gone")
         with serving(server.book, "f", str.upper):
             assert client.execute("f", "x") == "X"
 
@@ -312,7 +230,9 @@ def test_bodies_being_read_are_bounded():
         server.book.register("f")
         slow = [connect(server) for _ in range(2)]
         for sock in slow:
-            send(sock, b"POST /drpc/f HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nxx")
+            send(
+                sock, b"POST /drpc/f HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nxx"
+            )
         poll(lambda: server.body_bytes_in_flight() == 2000, "two bodies being read")
         with pytest.raises(DRPCBusyError, match="bodies being read"):
             DRPCClient(server.host, server.port, timeout=DEADLINE).execute("f", "y")

@@ -123,3 +123,22 @@ def test_a_link_with_a_malformed_hash_still_updates(browser, fragment):
         first = _cell(page, "sentences", "emitted")
         eventually(lambda: _cell(page, "sentences", "emitted") != first, 30, "emitted to move")
         assert page.inner_text("#live") == "live"
+
+
+def test_the_page_opened_with_its_token_reads_and_steers(browser):
+    """A web view with a token: the page opened as /#token=... shows the topology (its
+    calls carry the token), drops the token from the address bar, and its Deactivate
+    button steers; opened without the token it shows no topology."""
+    token = "page-token-" + "p" * 30
+    with LocalCluster(ui_port=0, ui_options={"token": token}) as cluster:
+        cluster.submit_topology("word-count", CONF, word_count())
+        page = browser.new_page()
+        page.goto(cluster.ui_url + "/")
+        page.wait_for_timeout(1500)
+        assert page.locator("tr.component").count() == 0  # 401s: nothing to draw
+        page = browser.new_page()
+        page.goto(f"{cluster.ui_url}/#token={token}")
+        page.wait_for_selector("tr.component[data-id=sentences]", timeout=30_000)
+        assert token not in page.url
+        page.click("#deactivate")
+        eventually(lambda: not cluster.topology_info("word-count")["active"], 30, "inactive")

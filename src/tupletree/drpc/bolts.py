@@ -21,7 +21,7 @@ from typing import Any
 from tupletree.config import Config
 from tupletree.drpc import registry
 from tupletree.drpc.expiry import TickExpiry
-from tupletree.drpc.invocations import ResultSender, parse_return_info
+from tupletree.drpc.invocations import DRPC_INVOCATIONS_TOKEN, ResultSender, parse_return_info
 from tupletree.drpc.pending import PendingRequests
 from tupletree.topology.components import BasicBolt, Bolt
 
@@ -105,6 +105,50 @@ class JoinResult(Bolt):
         collector.ack(ret)
 
 
+class ResultDelivery:
+    """Delivers results to the DRPC server a request's return info names: a LocalDRPC in
+    this process (in memory, at once) or a DRPCServer over HTTP (queued to a background
+    ResultSender, batched posts; its failures come back through ``errors()``). Shared by
+    ReturnResults and Trident's DRPC streams."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self._books: dict[str, PendingRequests] = {}
+        self._senders: dict[tuple[str, int], ResultSender] = {}
+        # The DRPC server's invocations token (drpc.invocations.token), which posting a
+        # result needs; the cluster's own server puts it in its topologies' config.
+        self._token = token
+
+    def deliver(self, return_info: Any, result: str) -> None:
+        """Send ``result`` for the request ``return_info`` names; raises if the return
+        info is malformed or names an unknown LocalDRPC."""
+        info = parse_return_info(return_info)
+        request_id = str(info["id"])
+        key = info.get("local")
+        if key is not None:
+            book = self._books.get(key)
+            if book is None:
+                book = self._books[key] = registry.lookup(key)
+            book.respond(request_id, result)
+            return
+        address = (str(info["host"]), int(info["port"]))
+        sender = self._senders.get(address)
+        if sender is None:
+            sender = self._senders[address] = ResultSender(*address, token=self._token)
+        sender.send(request_id, result)
+
+    def errors(self) -> list[BaseException]:
+        """What the background senders failed to deliver since the last call."""
+        out: list[BaseException] = []
+        for sender in self._senders.values():
+            while sender.errors:
+                out.append(sender.errors.popleft())
+        return out
+
+    def close(self) -> None:
+        for sender in self._senders.values():
+            sender.close()
+
+
 class ReturnResults(Bolt):
     """``[result, return-info]`` -> the result delivered to the DRPC server; ack.
 
@@ -121,41 +165,24 @@ class ReturnResults(Bolt):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._collector = collector
-        self._books: dict[str, PendingRequests] = {}
-        self._senders: dict[tuple[str, int], ResultSender] = {}
+        self._delivery = ResultDelivery(conf.get(DRPC_INVOCATIONS_TOKEN))
 
     def execute(self, tup: Any) -> None:
         collector = self._collector
-        for sender in self._senders.values():
-            while sender.errors:
-                collector.report_error(sender.errors.popleft())
+        for exc in self._delivery.errors():
+            collector.report_error(exc)
         if tup.is_tick():
             collector.ack(tup)
             return
         try:
-            info = parse_return_info(tup[1])
-            self._deliver(info, result_text(tup[0]))
+            self._delivery.deliver(tup[1], result_text(tup[0]))
         except Exception as exc:
             collector.report_error(exc)
             collector.fail(tup)
             return
         collector.ack(tup)
 
-    def _deliver(self, info: dict[str, Any], result: str) -> None:
-        request_id = str(info["id"])
-        key = info.get("local")
-        if key is not None:
-            book = self._books.get(key)
-            if book is None:
-                book = self._books[key] = registry.lookup(key)
-            book.respond(request_id, result)
-            return
-        address = (str(info["host"]), int(info["port"]))
-        sender = self._senders.get(address)
-        if sender is None:
-            sender = self._senders[address] = ResultSender(*address)
-        sender.send(request_id, result)
-
     def cleanup(self) -> None:
-        for sender in getattr(self, "_senders", {}).values():
-            sender.close()
+        delivery = getattr(self, "_delivery", None)
+        if delivery is not None:
+            delivery.close()

@@ -142,6 +142,8 @@ _ERRORS: dict[str, type[DRPCExecutionError]] = {
     "failed": DRPCExecutionError,
     "too-large": DRPCExecutionError,
     "bad-request": DRPCExecutionError,
+    "forbidden": DRPCExecutionError,
+    "unauthorized": DRPCExecutionError,
     "not-found": DRPCConnectionError,
 }
 

@@ -1,10 +1,11 @@
 """CoordinatedBolt: tells a bolt when it has seen every tuple of a request.
 
 Wraps a user bolt in a linear DRPC topology, as Storm's CoordinatedBolt does. Field 0
-of every tuple is the request id. Per request, each task of the wrapper tracks:
+of every tuple is the request id. Per request, each task of the wrapper keeps a Tally
+(reliability/tally.py, the counting Trident's bolts share):
 
 - ``received``: tuples of the request the user bolt acked (failing one fails the request);
-- ``emitted``: tuples the user bolt sent to each downstream task (``emit`` returns the
+- ``sent``: tuples the user bolt sent to each downstream task (``emit`` returns the
   target task ids; that is what the counting is built on);
 - ``reports``/``expected``: count reports from upstream tasks, which arrive on the
   direct stream ``__coord`` as ``[request, count]``: "I sent you ``count`` tuples".
@@ -49,6 +50,7 @@ from tupletree.config import Config
 from tupletree.drpc.expiry import TickExpiry
 from tupletree.errors import FailedException, InvalidTopologyError
 from tupletree.reliability.protocol import SYSTEM_COMPONENT, SYSTEM_TICK_STREAM
+from tupletree.reliability.tally import COMPLETE, Tally
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt
 
 COORD_STREAM = "__coord"
@@ -86,24 +88,16 @@ def is_finished_callback(bolt: Any) -> bool:
     return isinstance(bolt, FinishedCallback) or callable(getattr(bolt, "finished_id", None))
 
 
-class _Track:
-    __slots__ = (
-        "emitted",
-        "expected",
-        "failed",
-        "held",
-        "received",
-        "received_id",
-        "reports",
-    )
+class _Track(Tally):
+    """A request's Tally (reliability/tally.py, shared with Trident's bolts) plus what
+    only linear DRPC needs: the id tuple, the held coordination tuples, failure."""
+
+    __slots__ = ("failed", "held", "received_id")
 
     def __init__(self, received_id: bool) -> None:
-        self.reports = 0
-        self.expected = 0
-        self.received = 0
+        super().__init__()
         self.failed = False
         self.received_id = received_id
-        self.emitted: dict[int, int] = {}
         self.held: list[Any] = []
 
 
@@ -264,8 +258,7 @@ class CoordinatedBolt(Bolt):
         if kind == _REGULAR:
             self._run_delegate(tup)
         elif kind == _COORD:
-            track.reports += 1
-            track.expected += tup[1]
+            track.report(tup[1])
             self._check(tup, _COORD, track)
         else:
             track.received_id = True
@@ -317,9 +310,7 @@ class CoordinatedBolt(Bolt):
             return
         if track is None:
             return
-        emitted = track.emitted
-        for task in tasks:
-            emitted[task] = emitted.get(task, 0) + 1
+        track.count_sent(tasks)
 
     def _ack(self, tup: Any) -> None:
         if tup.is_settled():  # a user bolt acking a tuple twice must not count it twice
@@ -374,7 +365,7 @@ class CoordinatedBolt(Bolt):
         if not track.received_id:
             return False
         if self._num_reports:
-            return track.reports >= self._num_reports and track.received == track.expected
+            return track.status(self._num_reports) == COMPLETE
         return track.received > 0  # the first bolt: its request tuple was acked
 
     def _finish(self, request: Any, track: _Track, anchor: Any) -> None:
@@ -388,9 +379,8 @@ class CoordinatedBolt(Bolt):
                 self._fail_held(track)
                 return
         emit_direct = self._collector.emit_direct
-        emitted = track.emitted
-        for task in self._out_tasks:
-            emit_direct(task, [request, emitted.get(task, 0)], anchor, COORD_STREAM)
+        for task, count in track.counts_for(self._out_tasks):
+            emit_direct(task, [request, count], anchor, COORD_STREAM)
         held, track.held = track.held, []
         for t in held:
             self._collector.ack(t)

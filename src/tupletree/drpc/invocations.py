@@ -16,6 +16,10 @@ process (SparkCluster workers); the public side is ``POST /drpc/<function>``:
     POST /invocations/result/<id>   body: result     -> 200 JSON {"delivered": bool}
     POST /invocations/fail/<id>     body: reason     -> 200 JSON {"delivered": bool}
 
+With a token (the topology's ``drpc.invocations.token``), every call carries it as
+``Authorization: Bearer <token>``; a server with a token refuses these endpoints
+without it (server.py: trust model).
+
 ``InvocationsClient`` keeps one HTTP/1.1 keep-alive connection per instance; it is
 not thread-safe (each spout thread / bolt task makes its own). ``ResultSender`` posts
 results from a background thread, batching whatever queued up meanwhile, so the
@@ -44,9 +48,10 @@ RESULT_PATH = "/invocations/result/"
 FAIL_PATH = "/invocations/fail/"
 DRPC_PATH = "/drpc/"
 
-# Config keys a remote DRPC topology reads (Storm's names).
+# Config keys a remote DRPC topology reads (Storm's names, and tupletree's token).
 DRPC_SERVERS = "drpc.servers"
 DRPC_HTTP_PORT = "drpc.http.port"
+DRPC_INVOCATIONS_TOKEN = "drpc.invocations.token"
 DEFAULT_PORT = 3774
 
 
@@ -82,10 +87,13 @@ def quote(segment: str) -> str:
 class InvocationsClient:
     """The topology's HTTP client of one DRPC server (fetch, results, fail)."""
 
-    def __init__(self, host: str, port: int, timeout_secs: float = 10.0) -> None:
+    def __init__(
+        self, host: str, port: int, timeout_secs: float = 10.0, token: str | None = None
+    ) -> None:
         self.host = host
         self.port = int(port)
         self.timeout_secs = timeout_secs
+        self._auth = {} if token is None else {"Authorization": f"Bearer {token}"}
         self._conn: http.client.HTTPConnection | None = None
 
     def fetch(self, function: str, max_items: int, wait_secs: float) -> list[tuple[str, str]]:
@@ -118,7 +126,7 @@ class InvocationsClient:
         while idle is reopened once; only fetches and result/fail posts go through
         here, and the server treats a repeated result/fail for one id as a no-op."""
         data = None if body is None else body.encode("utf-8")
-        headers = {"Content-Type": "text/plain; charset=utf-8"}
+        headers = {"Content-Type": "text/plain; charset=utf-8", **self._auth}
         for attempt in (0, 1):
             conn = self._conn
             if conn is None:
@@ -160,10 +168,13 @@ class ResultSender:
     on its own thread) and a log line; its callers get a timeout error from the server.
     """
 
-    def __init__(self, host: str, port: int, max_batch: int = 256) -> None:
+    def __init__(
+        self, host: str, port: int, max_batch: int = 256, token: str | None = None
+    ) -> None:
         self.host = host
         self.port = int(port)
         self.max_batch = max_batch
+        self.token = token
         self.errors: deque[Exception] = deque(maxlen=100)
         self._queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
@@ -180,7 +191,7 @@ class ResultSender:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        client = InvocationsClient(self.host, self.port)
+        client = InvocationsClient(self.host, self.port, token=self.token)
         q = self._queue
         stopping = False
         try:

@@ -32,8 +32,9 @@ served function stays known.
 Bounds (every table that input can grow):
 
 - requests held (queued or fetched, until answered, failed or given up): at most
-  ``max_pending``, and their arguments at most ``max_pending_chars`` characters in
-  total; ``submit`` raises DRPCBusyError beyond either, keeping nothing;
+  ``max_pending``, and their arguments at most ``max_pending_bytes`` bytes of memory in
+  total (``held_bytes``: the str's own size, so 4-byte characters count 4 bytes each, not
+  one as characters did); ``submit`` raises DRPCBusyError beyond either, keeping nothing;
 - per-function queues: one per function with queued requests, so within the above;
 - functions with a fetch on record: at most ``max_functions``, kept in order of their
   last fetch; records older than ``function_ttl_secs`` make room for a new name, and a
@@ -42,14 +43,19 @@ Bounds (every table that input can grow):
 - wakers (``watch``): one per waiting fetch; the HTTP server holds at most one per
   connection, and removes it when the fetch ends;
 - registered local spouts: created by topologies in this process only.
+
+Request ids are 128 random bits (``secrets.token_urlsafe``): knowing one's own request's
+id tells nothing of another's, so a stranger cannot answer or fail a request it did not
+fetch (the server's spout-side endpoints also require the topology's token; see
+server.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import secrets
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -57,6 +63,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tupletree.config import DEFAULTS, Config
+from tupletree.connection_table import check_timeout
 from tupletree.drpc.errors import (
     DRPCBusyError,
     DRPCExecutionError,
@@ -69,7 +76,8 @@ DEFAULT_UNKNOWN_FUNCTION_WAIT_SECS = 5.0
 # no topology is serving the function any more.
 DEFAULT_FUNCTION_TTL_SECS = 30.0
 DEFAULT_MAX_PENDING = 10_000
-DEFAULT_MAX_PENDING_CHARS = 64 * 1024 * 1024
+DEFAULT_MAX_PENDING_BYTES = 64 * 1024 * 1024
+ID_BYTES = 16
 DEFAULT_MAX_FUNCTIONS = 1024
 
 Waker = Callable[[], Any]
@@ -89,6 +97,7 @@ class PendingRequest:
         "function",
         "id",
         "result",
+        "size",
         "timeout",
         "waker",
     )
@@ -107,6 +116,7 @@ class PendingRequest:
         self.error: str | None = None
         self.fetched = False
         self.waker: Waker | None = None
+        self.size = held_bytes(args)
 
     def outcome(self) -> str:
         """The result of a settled request; DRPCExecutionError if it failed."""
@@ -134,16 +144,19 @@ class PendingRequests:
         clock: Callable[[], float] = time.monotonic,
         *,
         max_pending: int = DEFAULT_MAX_PENDING,
-        max_pending_chars: int = DEFAULT_MAX_PENDING_CHARS,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
         max_functions: int = DEFAULT_MAX_FUNCTIONS,
     ) -> None:
-        if not timeout_secs > 0:
+        if not (isinstance(timeout_secs, int | float) and 0 < timeout_secs < math.inf):
             raise ValueError(
-                f"{Config.DRPC_REQUEST_TIMEOUT_SECS} must be > 0, got {timeout_secs!r}"
+                f"{Config.DRPC_REQUEST_TIMEOUT_SECS} must be a finite number > 0, got "
+                f"{timeout_secs!r}"
             )
+        check_timeout("unknown_function_wait_secs", unknown_function_wait_secs)
+        check_timeout("function_ttl_secs", function_ttl_secs)
         for name, bound in (
             ("max_pending", max_pending),
-            ("max_pending_chars", max_pending_chars),
+            ("max_pending_bytes", max_pending_bytes),
             ("max_functions", max_functions),
         ):
             if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
@@ -152,21 +165,16 @@ class PendingRequests:
         self.unknown_function_wait_secs = float(unknown_function_wait_secs)
         self.function_ttl_secs = float(function_ttl_secs)
         self.max_pending = max_pending
-        self.max_pending_chars = max_pending_chars
+        self.max_pending_bytes = max_pending_bytes
         self.max_functions = max_functions
         self._clock = clock
         self._cond = threading.Condition()
         self._requests: dict[str, PendingRequest] = {}
-        self._pending_chars = 0
+        self._pending_bytes = 0
         self._queues: dict[str, deque[PendingRequest]] = {}
         self._registered: dict[str, int] = {}
         self._wakeups: dict[str, list[Waker]] = {}
         self._last_fetch: OrderedDict[str, float] = OrderedDict()
-        # Ids unique to this server instance: a topology that outlives a restarted
-        # server may still post results or failures for the old instance's ids, and
-        # they must not reach a new caller that happens to hold the same number.
-        self._id_prefix = secrets.token_hex(4)
-        self._ids = itertools.count(1)
         self._closed = False
 
     # -- callers --------------------------------------------------------------------
@@ -194,18 +202,21 @@ class PendingRequests:
                     f"the DRPC server holds {len(self._requests)} requests, its maximum "
                     f"(max_pending={self.max_pending}); try again later",
                 )
-            if self._pending_chars + len(args) > self.max_pending_chars:
+            size = held_bytes(args)
+            if self._pending_bytes + size > self.max_pending_bytes:
                 raise DRPCBusyError(
                     function,
-                    f"the arguments of the requests held ({self._pending_chars} characters) "
-                    f"and this one ({len(args)}) exceed max_pending_chars="
-                    f"{self.max_pending_chars}; try again later",
+                    f"the arguments of the requests held ({self._pending_bytes} bytes) and "
+                    f"this one ({size}) exceed max_pending_bytes={self.max_pending_bytes}; "
+                    "try again later",
                 )
+            # Unguessable, and unique across server instances: a topology that outlives
+            # a restarted server may still post results for the old instance's ids.
             req = PendingRequest(
-                f"{self._id_prefix}-{next(self._ids)}", function, args, self._clock(), timeout
+                secrets.token_urlsafe(ID_BYTES), function, args, self._clock(), timeout
             )
             self._requests[req.id] = req
-            self._pending_chars += len(args)
+            self._pending_bytes += req.size
             self._queues.setdefault(function, deque()).append(req)
             wakeups = list(self._wakeups.get(function, ()))
             self._cond.notify_all()
@@ -317,7 +328,7 @@ class PendingRequests:
         with self._cond:
             req = self._requests.pop(request_id, None)
             if req is not None:
-                self._pending_chars -= len(req.args)
+                self._pending_bytes -= req.size
         if req is None:
             return False
         req._settle(result, None)
@@ -341,6 +352,11 @@ class PendingRequests:
         with self._cond:
             return len(self._requests)
 
+    def pending_bytes(self) -> int:
+        """Memory held by the arguments of the requests held (at most max_pending_bytes)."""
+        with self._cond:
+            return self._pending_bytes
+
     def queued(self) -> int:
         """Requests not yet fetched by any spout."""
         with self._cond:
@@ -362,7 +378,7 @@ class PendingRequests:
             self._closed = True
             waiting = list(self._requests.values())
             self._requests.clear()
-            self._pending_chars = 0
+            self._pending_bytes = 0
             self._queues.clear()
             wakeups = [w for ws in self._wakeups.values() for w in ws]
             self._cond.notify_all()
@@ -418,7 +434,7 @@ class PendingRequests:
 
     def _forget(self, req: PendingRequest) -> None:
         if self._requests.pop(req.id, None) is not None:
-            self._pending_chars -= len(req.args)
+            self._pending_bytes -= req.size
         if not req.fetched:
             self._unqueue(req)
 
@@ -440,6 +456,12 @@ def timeout_from_conf(conf: Mapping[str, Any] | None) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"config key {key!r} must be a number > 0, got {value!r}")
     return float(value)
+
+
+def held_bytes(text: str) -> int:
+    """The memory a str holds: CPython stores every character in the width of its widest
+    (1, 2 or 4 bytes), so one emoji makes a megabyte of ASCII take four."""
+    return sys.getsizeof(text)
 
 
 def check_text(what: str, value: object) -> None:

@@ -5,8 +5,10 @@ LocalDRPC's book (same process; see registry.py). Remote (``DRPCSpout(function)`
 fetches them from DRPC servers over HTTP, so its tasks may run in any process; the
 servers come from the topology config:
 
-    drpc.servers     list of "host" or "host:port" (default ["127.0.0.1"])
-    drpc.http.port   port for entries without one (default 3774)
+    drpc.servers            list of "host" or "host:port" (default ["127.0.0.1"])
+    drpc.http.port          port for entries without one (default 3774)
+    drpc.invocations.token  the servers' token, if they have one (a cluster's own
+                            server sets it; docs/security.md)
 
 As in Storm, with several servers each task serves a share of them (task i takes
 servers i, i+n, ... when there are more servers than tasks, else server i mod count).
@@ -33,6 +35,7 @@ from tupletree.drpc import registry
 from tupletree.drpc.invocations import (
     DEFAULT_PORT,
     DRPC_HTTP_PORT,
+    DRPC_INVOCATIONS_TOKEN,
     DRPC_SERVERS,
     InvocationsClient,
     local_return_info,
@@ -80,7 +83,7 @@ class DRPCSpout(Spout):
             mine = servers[index::n]
         else:
             mine = [servers[index % len(servers)]]
-        self._remote = _RemoteSource(self.function, mine)
+        self._remote = _RemoteSource(self.function, mine, token=conf.get(DRPC_INVOCATIONS_TOKEN))
         self._remote.start()
 
     def next_tuple(self) -> None:
@@ -160,8 +163,10 @@ class _RemoteSource:
         servers: list[tuple[str, int]],
         batch: int = FETCH_BATCH,
         wait_secs: float = FETCH_WAIT_SECS,
+        token: str | None = None,
     ) -> None:
         self.function = function
+        self.token = token
         self.servers = servers
         self.batch = batch
         self.wait_secs = wait_secs
@@ -210,7 +215,7 @@ class _RemoteSource:
         reporter.join(timeout=5.0)
 
     def _fetch_loop(self, host: str, port: int) -> None:
-        client = InvocationsClient(host, port)
+        client = InvocationsClient(host, port, token=self.token)
         stopping, ready = self._stopping, self.ready
         failures = 0
         try:
@@ -252,7 +257,9 @@ class _RemoteSource:
             host, port, request_id, reason = item
             client = clients.get((host, port))
             if client is None:
-                client = clients[(host, port)] = InvocationsClient(host, port, timeout_secs=5.0)
+                client = clients[(host, port)] = InvocationsClient(
+                    host, port, timeout_secs=5.0, token=self.token
+                )
             try:
                 client.fail(request_id, reason)
             except Exception as exc:

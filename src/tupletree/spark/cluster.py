@@ -89,8 +89,9 @@ class SparkCluster(ClusterBase):
         drpc_conf: dict[str, Any] | None = None,
         ui_port: int | None = None,
         ui_host: str = "127.0.0.1",
+        ui_options: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(drpc_port, drpc_host, drpc_conf, ui_port, ui_host)
+        super().__init__(drpc_port, drpc_host, drpc_conf, ui_port, ui_host, ui_options)
         self._spark = spark
         self._requested_master = master
         self._owns_session = False

@@ -19,11 +19,20 @@ status code: 404 for an unknown topology, component or path, 400 for a bad
 Cluster calls can block (a Spark kill waits for its workers), so handlers run them on
 the loop's thread pool, never on the loop itself.
 
-Requests from web pages of other sites are refused: a POST whose ``Origin`` is not this
-server is 403 (a page elsewhere cannot steer the cluster through the user's browser),
-and while the service listens on a loopback address every request must name a loopback
-``Host`` (a DNS-rebound name cannot read it either). Scripts (curl, the CLI) send no
-``Origin`` and are unaffected.
+Who may use it (``tupletree.http_guard``; docs/security.md): every request must name
+this service in ``Host`` (an IP literal, localhost, this machine's names or the
+service's ``allowed_hosts``: a DNS-rebound name is refused with 403, on every bind);
+a request from a browser page of another origin (another site, another port of this
+host) is refused with 403, whatever its method; with a ``token``, every request but
+the page's own files (``/``, ``/static/...``) must carry it as ``Authorization:
+Bearer <token>`` (401 without; the page takes it from its address, ``/#token=...``).
+Scripts (curl, the CLI) send no ``Origin`` and are unaffected by that rule.
+
+``/metrics`` answers from a scrape at most ``METRICS_CACHE_SECS`` old (``scrape.py``):
+a storm of scrapes reads the cluster once a second, not once per scrape.
+
+The REST API is described by an OpenAPI document at ``/api/v1/openapi.json``
+(``openapi.py``); tests/ui/test_openapi.py runs schemathesis against a live service.
 
 Any other failure of a cluster call (a Spark job that ended: SparkJobFailed) is a 500
 whose message is the exception's.
@@ -32,22 +41,23 @@ whose message is the exception's.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from tupletree.errors import TopologyRebalancingError
+from tupletree.http_guard import foreign_origin, token_matches
 from tupletree.ui import views
+from tupletree.ui.openapi import openapi_document
 from tupletree.ui.prometheus import ClusterCollector
+from tupletree.ui.scrape import ScrapeCache
 from tupletree.ui.service import UIService
 
 log = logging.getLogger("tupletree.ui")
@@ -58,6 +68,10 @@ MAX_TIMED_OUT_SHOWN = 50
 MAX_LOG_LINES_SHOWN = 500
 SERVICE_KEY = web.AppKey("service", UIService)
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+METRICS_CACHE_SECS = 1.0
+# The page's own files: no data in them, so no token needed to load the page that asks
+# for it.
+PUBLIC_PATHS = frozenset({"/", "/static/app.js", "/static/style.css"})
 
 
 class ApiError(Exception):
@@ -71,28 +85,35 @@ def _json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": reason, "errorMessage": message}, status=status)
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 @web.middleware
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     service = request.app[SERVICE_KEY]
-    if _loopback(service.server.host):
-        host = urlsplit(f"//{request.host}").hostname or ""
-        if not _loopback(host):
-            return _json_error(403, f"Host {request.host!r} is not this loopback service")
-    origin = request.headers.get("Origin")
-    steering = request.method not in ("GET", "HEAD")
-    if steering and origin is not None and urlsplit(origin).netloc != request.host:
-        return _json_error(403, f"a page from {origin} may not steer this cluster")
+    host = request.headers.get("Host")
+    if host is not None and not service.hosts.allows(host):
+        return _json_error(
+            403,
+            f"Host {host[:200]!r} is not a name of this service (add it to the web view's "
+            "allowed_hosts if it is)",
+        )
+    refused = foreign_origin(request.headers, host)
+    if refused is not None:
+        return _json_error(403, refused)
+    token = service.token
+    if (
+        token is not None
+        and request.path not in PUBLIC_PATHS
+        and not token_matches(token, request.headers.get("Authorization"))
+    ):
+        response = _json_error(
+            401,
+            "this web view needs its token: send 'Authorization: Bearer <token>' "
+            "(tupletree's commands read it from TUPLETREE_UI_TOKEN), or open the page as "
+            "/#token=<token>",
+        )
+        response.headers["WWW-Authenticate"] = 'Bearer realm="tupletree"'
+        return response
     try:
         return await handler(request)
     except ApiError as exc:
@@ -269,7 +290,7 @@ async def rebalance(request: web.Request) -> web.Response:
     name, wait = request.match_info["name"], _wait_secs(request.match_info["wait"])
     try:
         body = await request.json() if request.can_read_body else {}
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser
         raise ApiError(400, f"the body must be JSON: {exc}") from None
     options = body.get("rebalanceOptions", {}) if isinstance(body, dict) else None
     if not isinstance(options, dict):
@@ -291,11 +312,13 @@ async def rebalance(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    registry = request.app[REGISTRY_KEY]
-    body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
-    response = web.Response(body=body)
+    response = web.Response(body=await request.app[SCRAPE_KEY].get())
     response.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return response
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document())
 
 
 def _static(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -313,6 +336,7 @@ def _static(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 
 REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
+SCRAPE_KEY = web.AppKey("scrape", ScrapeCache)
 
 
 def make_app(service: UIService) -> web.Application:
@@ -321,7 +345,9 @@ def make_app(service: UIService) -> web.Application:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClusterCollector(service.cluster))
     app[REGISTRY_KEY] = registry
+    app[SCRAPE_KEY] = ScrapeCache(lambda: generate_latest(registry), METRICS_CACHE_SECS)
     r = app.router
+    r.add_get(f"{API}/openapi.json", openapi)
     r.add_get(f"{API}/topology/summary", summary)
     r.add_get(f"{API}/topology/{{name}}", topology)
     r.add_get(f"{API}/topology/{{name}}/component/{{component}}", component)

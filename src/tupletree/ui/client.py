@@ -3,18 +3,26 @@ service, over its REST API (the same answers a script gets from curl).
 
 Errors the service answers (an unknown topology: 404) and a service that cannot be
 reached raise ``UIClientError`` with a message that names the address.
+
+A service with a token needs it on every call: ``UIClient(address, token)``; the CLI
+reads it from ``TUPLETREE_UI_TOKEN`` (an environment variable, not an argument that
+every user of the machine could read in the process list).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from tupletree.http_guard import bearer
+
 DEFAULT_ADDRESS = "127.0.0.1:8080"
+TOKEN_ENV = "TUPLETREE_UI_TOKEN"
 TIMEOUT_SECS = 30.0
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
@@ -37,13 +45,21 @@ def base_url(address: str) -> str:
     return f"http://{host}:{port}"
 
 
+def token_from_env() -> str | None:
+    """The web view's token from ``TUPLETREE_UI_TOKEN`` (None when unset or empty)."""
+    return os.environ.get(TOKEN_ENV) or None
+
+
 class UIClient:
-    def __init__(self, address: str = DEFAULT_ADDRESS) -> None:
+    def __init__(self, address: str = DEFAULT_ADDRESS, token: str | None = None) -> None:
         self.url = base_url(address)
+        self._headers = {} if token is None else bearer(token)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if method != "POST" else b"" if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, method=method, data=data)
+        request = urllib.request.Request(
+            self.url + path, method=method, data=data, headers=self._headers
+        )
         if body is not None:
             request.add_header("Content-Type", "application/json")
         try:
@@ -54,6 +70,8 @@ class UIClient:
                 message = json.loads(exc.read(MAX_ANSWER_BYTES))["errorMessage"]
             except (ValueError, KeyError, TypeError):
                 message = exc.reason
+            if exc.code == 401:
+                message = f"{message} (set {TOKEN_ENV} to the web view's token)"
             raise UIClientError(f"{self.url}: {exc.code} {message}", exc.code) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)

@@ -200,6 +200,7 @@ class ClusterCollector(Collector):
             "Tuples a windowed bolt task received behind its watermark.",
             labels=TASK_LABELS,
         )
+        trident = TridentFamilies()
         cluster = self.cluster
         for name in cluster.topologies():
             try:
@@ -245,6 +246,9 @@ class ClusterCollector(Collector):
                 for task, value in per_task.items():
                     if isinstance(value, int | float):
                         exhausted.add_metric([name, cid, str(task)], float(value))
+                for task, view in entry.get("custom", {}).get("trident", {}).items():
+                    if isinstance(view, Mapping):
+                        trident.add(name, cid, str(task), view)
             try:
                 workers = cluster.worker_stats(name)
             except KeyError:
@@ -272,3 +276,76 @@ class ClusterCollector(Collector):
         yield window_held
         yield window_watermark
         yield window_late
+        yield from trident.families()
+
+
+class TridentFamilies:
+    """Trident's progress (the ``trident`` custom metric of its coordinators and bolts):
+    the current and last committed txid, active batches by phase, batches replayed, each
+    committing task's last committed txid per state, and spout tasks stuck on a batch
+    (value: the txid; labels: the spout and the partition it cannot read)."""
+
+    def __init__(self) -> None:
+        labels = TASK_LABELS
+        self.current = GaugeMetricFamily(
+            "tupletree_trident_current_txid",
+            "The first txid not yet committed (the coordinator's).",
+            labels=labels,
+        )
+        self.committed = GaugeMetricFamily(
+            "tupletree_trident_last_committed_txid",
+            "The last txid the coordinator committed.",
+            labels=labels,
+        )
+        self.active = GaugeMetricFamily(
+            "tupletree_trident_active_batches",
+            "Batches the coordinator has active, by phase.",
+            labels=[*labels, "phase"],
+        )
+        self.replayed = CounterMetricFamily(
+            "tupletree_trident_replayed_batches",
+            "Batches started again after a failure (attempt > 0), since the coordinator started.",
+            labels=labels,
+        )
+        self.state = GaugeMetricFamily(
+            "tupletree_trident_state_committed_txid",
+            "The last txid a committing task committed to each of its states.",
+            labels=[*labels, "state"],
+        )
+        self.stuck = GaugeMetricFamily(
+            "tupletree_trident_stuck_txid",
+            "A spout task that cannot emit a batch: the batch's txid.",
+            labels=[*labels, "spout", "partition"],
+        )
+
+    def add(self, topology: str, component: str, task: str, view: Mapping[str, Any]) -> None:
+        labels = [topology, component, task]
+        if view.get("kind") == "coordinator":
+            self.current.add_metric(labels, float(view.get("currentTxid") or 0))
+            self.committed.add_metric(labels, float(view.get("lastCommittedTxid") or 0))
+            self.replayed.add_metric(labels, float(view.get("replayed") or 0))
+            phases = {"PROCESSING": 0, "PROCESSED": 0, "COMMITTING": 0}
+            for batch in view.get("active") or []:
+                phases[batch.get("phase", "PROCESSING")] = phases.get(batch.get("phase"), 0) + 1
+            for phase, n in phases.items():
+                self.active.add_metric([*labels, phase], float(n))
+            return
+        for state, txid in (view.get("lastCommittedTxid") or {}).items():
+            if isinstance(txid, int | float):
+                self.state.add_metric([*labels, str(state)], float(txid))
+        for spout, where in (view.get("stuck") or {}).items():
+            if isinstance(where, Mapping):
+                self.stuck.add_metric(
+                    [*labels, str(spout), str(where.get("partition"))],
+                    float(where.get("txid") or 0),
+                )
+
+    def families(self) -> Iterator[Metric]:
+        yield from (
+            self.current,
+            self.committed,
+            self.active,
+            self.replayed,
+            self.state,
+            self.stuck,
+        )

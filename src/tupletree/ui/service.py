@@ -9,17 +9,29 @@ service.
 
 Bounds: one history per running topology (dropped when it stops running), each of at
 most ``max_points`` samples; at most ``MAX_PENDING_KILLS`` delayed kills scheduled;
-sampling failures logged at most ``ErrorLogLimiter``'s burst per window.
+sampling failures logged at most ``ErrorLogLimiter``'s burst per window; connections as
+``webserver.WebServer`` bounds them, at most ``MAX_CONNECTIONS``.
+
+Options (``UIService`` keywords, and ``ui_options`` of the clusters), each checked:
+``token`` (required on every request but the page's files, see app.py), ``allowed_hosts``
+(names the service answers to besides its machine's), ``max_connections``,
+``max_connections_per_peer``, ``header_timeout``, ``idle_timeout``, ``sample_secs``,
+``max_points``. A service bound beyond loopback without a token logs a warning: anyone
+who can reach it may read and steer the cluster (docs/security.md).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tupletree.cluster import Cluster
+from tupletree.connection_table import check_count, check_timeout
+from tupletree.http_guard import HostPolicy, check_token
 from tupletree.log_limit import ErrorLogLimiter
 from tupletree.ui.graph import topology_graph
 from tupletree.ui.history import DEFAULT_MAX_POINTS, TopologyHistory
@@ -29,6 +41,25 @@ log = logging.getLogger("tupletree.ui")
 
 DEFAULT_SAMPLE_SECS = 1.0
 MAX_PENDING_KILLS = 64
+# A page polls once a second with a few connections, Prometheus and the CLI use one
+# each; the rest is room for newcomers to displace idle or half-sent connections from
+# (a flood's new connections displace the oldest: the larger the pool, the longer a new
+# connection has to send its head).
+MAX_CONNECTIONS = 256
+HEADER_TIMEOUT_SECS = 10.0
+IDLE_TIMEOUT_SECS = 30.0
+OPTIONS = frozenset(
+    {
+        "token",
+        "allowed_hosts",
+        "max_connections",
+        "max_connections_per_peer",
+        "header_timeout",
+        "idle_timeout",
+        "sample_secs",
+        "max_points",
+    }
+)
 
 
 class UIService:
@@ -42,12 +73,22 @@ class UIService:
         *,
         sample_secs: float = DEFAULT_SAMPLE_SECS,
         max_points: int = DEFAULT_MAX_POINTS,
+        token: str | None = None,
+        allowed_hosts: Iterable[str] = (),
+        max_connections: int | None = None,
+        max_connections_per_peer: int | None = None,
+        header_timeout: float = HEADER_TIMEOUT_SECS,
+        idle_timeout: float = IDLE_TIMEOUT_SECS,
     ) -> None:
         from tupletree.ui.app import make_app
 
+        check_timeout("tupletree-ui: sample_secs", sample_secs, 3600.0)
+        check_count("tupletree-ui: max_points", max_points, 2, 10**6)
         self.cluster = cluster
-        self.sample_secs = sample_secs
+        self.sample_secs = float(sample_secs)
         self.max_points = max_points
+        self.token = check_token("the web view's token", token)
+        self.hosts = HostPolicy(allowed_hosts)
         self._histories: dict[str, TopologyHistory] = {}
         self._graphs: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -55,7 +96,37 @@ class UIService:
         self._kills: list[threading.Timer] = []
         self._sampler = threading.Thread(target=self._sample_loop, name="tupletree-ui-sampler")
         self._sampler.daemon = True
-        self.server = WebServer(make_app(self), host, port, name="tupletree-ui")
+        self.server = WebServer(
+            make_app(self),
+            host,
+            port,
+            name="tupletree-ui",
+            max_connections=max_connections,
+            default_max_connections=MAX_CONNECTIONS,
+            max_connections_per_peer=max_connections_per_peer,
+            header_timeout=header_timeout,
+            idle_timeout=idle_timeout,
+        )
+        if self.token is None and not _loopback(host):
+            log.warning(
+                "tupletree ui: serving %s without a token: anyone who can reach it may read "
+                "and steer the cluster; set ui_options={'token': ...} (docs/security.md)",
+                host,
+            )
+
+    @classmethod
+    def from_options(
+        cls, cluster: Cluster, host: str, port: int, options: Mapping[str, Any] | None
+    ) -> UIService:
+        """The service with a cluster's ``ui_options``; unknown names are refused."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - OPTIONS)
+        if unknown:
+            raise ValueError(
+                f"ui_options: unknown option(s) {', '.join(map(repr, unknown))}; known: "
+                f"{', '.join(sorted(OPTIONS))}"
+            )
+        return cls(cluster, host, port, **options)
 
     @property
     def url(self) -> str:
@@ -164,3 +235,12 @@ class UIService:
         with self._lock:
             self._kills.append(timer)
         timer.start()
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

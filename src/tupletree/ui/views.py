@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tupletree.cluster import ComponentMetrics, TaskError, WorkerEvent
+from tupletree.redact import MASK, is_secret_key
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 RECENT_ERRORS = 50
@@ -285,32 +286,70 @@ def topology_page(
         }
     conf = info.get("conf", {})
     entry = summary_entry(name, info, metrics)
-    return entry | {
-        "msgTimeout": conf.get("topology.message.timeout.secs"),
-        "topologyStats": [
-            {
-                "window": ":all-time",
-                "windowPretty": "All time",
-                "emitted": entry["emitted"],
-                "transferred": sum(s["transferred"] for s in spouts + bolts),
-                "completeLatency": _r(
-                    max((s["completeLatency"] or 0.0 for s in spouts), default=None)
-                ),
-                "acked": entry["acked"],
-                "failed": entry["failed"],
-            }
-        ],
-        "spouts": spouts,
-        "bolts": bolts,
-        "ackers": ackers,
-        "graph": {
-            "nodes": graph["nodes"],
-            "edges": edge_rates(graph, comp_rates),
-        },
-        "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
-        "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
-        "configuration": {k: _plain(v) for k, v in conf.items()},
-    }
+    return (
+        entry
+        | {
+            "msgTimeout": conf.get("topology.message.timeout.secs"),
+            "topologyStats": [
+                {
+                    "window": ":all-time",
+                    "windowPretty": "All time",
+                    "emitted": entry["emitted"],
+                    "transferred": sum(s["transferred"] for s in spouts + bolts),
+                    "completeLatency": _r(
+                        max((s["completeLatency"] or 0.0 for s in spouts), default=None)
+                    ),
+                    "acked": entry["acked"],
+                    "failed": entry["failed"],
+                }
+            ],
+            "spouts": spouts,
+            "bolts": bolts,
+            "ackers": ackers,
+            "graph": {
+                "nodes": graph["nodes"],
+                "edges": edge_rates(graph, comp_rates),
+            },
+            "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
+            "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
+            "configuration": {
+                k: MASK if v is not None and is_secret_key(k) else _plain(v)
+                for k, v in conf.items()
+            },
+        }
+        | ({"trident": trident} if (trident := trident_view(metrics)) is not None else {})
+    )
+
+
+def trident_view(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A Trident topology's progress, from its components' ``trident`` metric (None for
+    a topology without one): per coordinator the current txid, the active batches with
+    their attempt and phase, batches replayed, the last committed txid; per committing
+    task its states' last committed txid; every spout task stuck on a batch it cannot
+    emit, with the txid, partition and error."""
+    coordinators: list[dict[str, Any]] = []
+    committers: list[dict[str, Any]] = []
+    stuck: list[dict[str, Any]] = []
+    for cid in sorted(metrics):
+        per_task = metrics[cid].get("custom", {}).get("trident")
+        if not isinstance(per_task, Mapping):
+            continue
+        for task in sorted(per_task, key=str):
+            view = per_task[task]
+            if not isinstance(view, Mapping):
+                continue
+            if view.get("kind") == "coordinator":
+                coordinators.append({"component": cid, "task": task} | dict(_plain(view)))
+                continue
+            for state, txid in (view.get("lastCommittedTxid") or {}).items():
+                committers.append(
+                    {"component": cid, "task": task, "state": state, "lastCommittedTxid": txid}
+                )
+            for spout, where in (view.get("stuck") or {}).items():
+                stuck.append({"component": cid, "task": task, "spout": spout} | dict(_plain(where)))
+    if not (coordinators or committers or stuck):
+        return None
+    return {"coordinators": coordinators, "committers": committers, "stuck": stuck}
 
 
 def component_page(

@@ -68,8 +68,21 @@ function loadFill(x) {
   return x >= 0.8 ? "#fdecec" : x >= 0.5 ? "#fdf6e3" : "#eaf6ef";
 }
 
+// The service's token, when it has one: opened as /#token=..., kept for this tab
+// only, and sent as a header (never in a URL, so it reaches no log or history).
+const TOKEN = (() => {
+  const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromUrl) {
+    sessionStorage.setItem("tupletree-token", fromUrl);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("tupletree-token");
+})();
+
 async function getJSON(path, options) {
-  const response = await fetch(path, options);
+  const request = Object.assign({}, options);
+  if (TOKEN) request.headers = Object.assign({}, request.headers, { Authorization: "Bearer " + TOKEN });
+  const response = await fetch(path, request);
   const body = await response.json();
   if (!response.ok) throw new Error(body.errorMessage || response.statusText);
   return body;
@@ -407,6 +420,41 @@ function drawStalls(topo) {
   }
 }
 
+// Trident: each coordinator's txids and active batches, each committer's last txid,
+// and spout tasks stuck on a batch they cannot emit (shown first, in red).
+function drawTrident(topo) {
+  const t = topo.trident;
+  const card = $("trident-card");
+  card.hidden = !t;
+  if (!t) return;
+  const coords = $("trident-coordinators").tBodies[0];
+  coords.replaceChildren();
+  for (const c of t.coordinators) {
+    const active = (c.active || []).map((a) => `${a.txid}:${a.attempt} ${a.phase}`).join(", ") || "none";
+    const tried = Object.entries(c.attempts || {}).filter(([, a]) => a > 0).map(([t, a]) => `txid ${t}: attempt ${a}`);
+    coords.appendChild(h("tr", {},
+      h("td", { text: c.component }), h("td", { text: (c.spouts || []).join(", ") }),
+      h("td", { class: "num", text: String(c.currentTxid) }),
+      h("td", { class: "num", text: c.lastCommittedTxid === null ? "–" : String(c.lastCommittedTxid) }),
+      h("td", { class: "num", text: count(c.replayed) }),
+      h("td", { text: tried.length ? `${active} (${tried.join(", ")})` : active })));
+  }
+  const committers = $("trident-committers").tBodies[0];
+  committers.replaceChildren();
+  for (const c of t.committers) {
+    committers.appendChild(h("tr", {},
+      h("td", { text: `${c.component}[task ${c.task}]` }), h("td", { text: c.state }),
+      h("td", { class: "num", text: c.lastCommittedTxid === null ? "–" : String(c.lastCommittedTxid) })));
+  }
+  const stuck = $("trident-stuck");
+  stuck.replaceChildren();
+  for (const s of t.stuck) {
+    const where = s.partition === null || s.partition === undefined ? "" : `, partition ${s.partition}`;
+    stuck.appendChild(h("div", { class: "stuck",
+      text: `STUCK: spout ${s.spout} in ${s.component}[task ${s.task}] cannot emit txid ${s.txid} (attempt ${s.attempt})${where}: ${s.error}` }));
+  }
+}
+
 // Windowed bolts (tupletree.windowing): one row each, the card hidden when none.
 function drawWindows(topo) {
   const bolts = topo.bolts.filter((b) => b.window);
@@ -496,6 +544,7 @@ async function refresh() {
     drawGraph(topo);
     drawChart(history);
     drawComponents(topo);
+    drawTrident(topo);
     drawWindows(topo);
     drawStalls(topo);
     drawWorkers(topo);

@@ -1,0 +1,99 @@
+"""Progress, Trident's durable txids on tupletree.store: a txid is committed once (the
+compare-and-set refuses a second coordinator's commit), a coordinator resumes at the
+first uncommitted txid with its attempts, the metadata layouts, and where a memory
+store is refused."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from tupletree import Config
+from tupletree.store import MemoryStore, open_store
+from tupletree.trident.progress import Progress, open_progress
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_txid_is_committed_once_and_resumed_after(kind: str, tmp_path: Any) -> None:
+    path = str(tmp_path / "p.db")
+    store = MemoryStore() if kind == "memory" else open_store("sqlite", {"path": path})
+    first = Progress(store, ["s"])
+    assert first.load_coordinator() == (1, {})
+    first.save_attempts({1: 0, 2: 3})
+    zombie = Progress(store, ["s"])
+    zombie.load_coordinator()
+    assert first.commit(1, 0, {2: 3})
+    assert not zombie.commit(1, 0, {})  # already committed by the other
+    assert first.commit(2, 3, {})
+    again = Progress(store, ["s"])
+    assert again.load_coordinator() == (3, {})
+    assert again.commits("s") == {1: 0, 2: 3}
+    assert not again.commit(2, 4, {})  # never twice, whoever asks
+
+
+def test_a_coordinator_of_several_spouts_resumes_at_the_furthest(tmp_path: Any) -> None:
+    store = MemoryStore()
+    Progress(store, ["a"]).load_coordinator()
+    a = Progress(store, ["a"])
+    a.load_coordinator()
+    a.commit(1, 0, {})
+    both = Progress(store, ["a", "b"])
+    assert both.load_coordinator()[0] == 2
+    assert both.commit(2, 0, {})  # b's currtx was set to 2 on load: one CAS for both
+    assert both.commits("b") == {2: 0}
+
+
+def test_the_commit_log_is_bounded(monkeypatch: Any) -> None:
+    from tupletree.trident import progress
+
+    monkeypatch.setattr(progress, "COMMIT_LOG_KEPT", 3)
+    p = Progress(MemoryStore(), ["s"])
+    p.load_coordinator()
+    for txid in range(1, 8):
+        assert p.commit(txid, 0, {})
+    assert sorted(p.commits("s")) == [5, 6, 7]
+
+
+def test_partition_metadata_by_txid(tmp_path: Any) -> None:
+    p = Progress(MemoryStore(), ["s"])
+    p.put_partition_metas("s", 4, {"p0": {"next": 5}, "p1": {"next": 7}})
+    p.put_partition_metas("s", 5, {"p0": {"next": 9}})
+    assert p.partition_metas("s", ["p0", "p1"]) == {
+        "p0": {4: {"next": 5}, 5: {"next": 9}},
+        "p1": {4: {"next": 7}},
+    }
+    p.drop_partition_metas("s", [("p0", 4)])
+    assert p.partition_metas("s", ["p0"]) == {"p0": {5: {"next": 9}}}
+    with pytest.raises(TypeError, match="partition p2"):
+        p.put_partition_metas("s", 6, {"p2": object()})
+
+
+def test_coordinator_metadata_by_txid() -> None:
+    p = Progress(MemoryStore(), ["s"])
+    p.put_coordinator_meta("s", 1, ["p0", "p1"])
+    p.put_coordinator_meta("s", 2, ["p0"])
+    assert p.coordinator_meta("s", 2) == (True, ["p0"], ["p0", "p1"])
+    assert p.coordinator_meta("s", 3) == (False, None, ["p0"])
+    p.cleanup_coordinator_meta("s", 2)
+    assert p.coordinator_meta("s", 3) == (False, None, ["p0"])
+    assert p.coordinator_meta("s", 2)[2] is None
+
+
+def test_a_memory_store_is_refused_outside_the_building_process() -> None:
+    conf = {Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: None}
+    open_progress(conf, "trident-progress-x", os.getpid()).close()
+    with pytest.raises(ValueError, match=r"sqlite.*redis.*postgresql"):
+        open_progress(conf, "trident-progress-x", os.getpid() + 1)
+
+
+def test_the_configured_store_is_opened(tmp_path: Any) -> None:
+    conf = {
+        Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: "sqlite",
+        Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: {"path": str(tmp_path / "x.db")},
+    }
+    store = open_progress(conf, "unused", os.getpid() + 1)  # durable: any process
+    assert "sqlite" in store.name.lower() or "x.db" in store.name
+    with pytest.raises(ValueError, match="takes no"):
+        open_progress({**conf, Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: {"bogus": 1}}, "u", 0)
