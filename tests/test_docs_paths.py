@@ -48,8 +48,36 @@ def test_every_path_a_doc_or_docstring_names_exists() -> None:
     assert sorted(missing) == []
 
 
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+
+
+def dead_links(text: str, page: Path) -> list[str]:
+    """The relative Markdown links of ``page`` that lead nowhere (a link is read from
+    the page's own folder, as a renderer reads it; URLs are skipped)."""
+    return [
+        link
+        for link in LINK.findall(text)
+        if "://" not in link and not (page.parent / link).exists()
+    ]
+
+
+def test_every_markdown_link_leads_to_a_file() -> None:
+    """README.md's pages moved under docs/, and docs/ links to ../notes/: a page moved
+    or renamed without its links fails here."""
+    dead = {
+        f"{file.relative_to(ROOT)}: {link}"
+        for file, text in _texts()
+        if file.suffix == ".md"
+        for link in dead_links(text, file)
+    }
+    assert sorted(dead) == []
+
+
 def test_the_path_check_catches_a_missing_file() -> None:
     """The checker itself: a made-up path is reported, a real one is not."""
     assert not _exists("runtime/no_such_module.py", ROOT / "src" / "tupletree" / "cli.py")
     assert _exists("runtime/worker.py", ROOT / "README.md")
     assert PATH.findall("see docs/x.md and https://example.org/a/b.md") == ["docs/x.md"]
+    page = ROOT / "docs" / "README.md"
+    text = "[a](spark.md) [b](../notes/performance.md#dates) [c](gone.md) [d](https://x.org/y.md)"
+    assert dead_links(text, page) == ["gone.md"]

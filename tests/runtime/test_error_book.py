@@ -91,7 +91,8 @@ def test_renders_as_cluster_errors_always_showed():
         record = task_error("count", 3, "execute", exc, 12.5)
         text = format_error("count", 3, "execute", exc)
     assert record.render() == text
-    assert text.startswith("count[task 3] execute: ValueError: bad\nTraceback")
+    # A report's lines after its first are indented (runtime/error_log.py's CONTINUATION).
+    assert text.startswith("count[task 3] execute: ValueError: bad\n  Traceback")
     assert record.on_worker(1, 2).render() == f"worker 1: {text}"
     assert (record.exception, record.message, record.time) == ("ValueError", "bad", 12.5)
     assert WorkerEvent(ERROR, "lost a frame", 0.0, 2, 4, "tb").render() == (
