@@ -47,6 +47,13 @@ class Config:
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
 
+    # Stateful bolts (tupletree.state): Storm's checkpoint keys, and the aligned mode
+    # (beyond Storm: docs/state.md).
+    TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
+    TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
+    TOPOLOGY_STATE_CHECKPOINT_MODE = "topology.state.checkpoint.mode"
+
 
 def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
@@ -57,6 +64,17 @@ def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]
             return f"must be {kind}, got {type(value).__name__} {value!r}"
         if value < minimum:
             return f"must be >= {minimum}, got {value}"
+        return None
+
+    return check
+
+
+def _int_range(minimum: int, maximum: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be an integer, got {type(value).__name__} {value!r}"
+        if not minimum <= value <= maximum:
+            return f"must be from {minimum} to {maximum}, got {value}"
         return None
 
     return check
@@ -81,6 +99,21 @@ def _fraction(value: Any) -> str | None:
         return f"must be a number from 0 to 1, got {type(value).__name__} {value!r}"
     if not 0 <= value <= 1:
         return f"must be from 0 to 1, got {value}"
+    return None
+
+
+def _choice(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value not in choices:
+            return f"must be one of {list(choices)}, got {value!r}"
+        return None
+
+    return check
+
+
+def _mapping(value: Any) -> str | None:
+    if value is not None and not isinstance(value, Mapping):
+        return f"must be a dict (or None), got {type(value).__name__} {value!r}"
     return None
 
 
@@ -117,6 +150,14 @@ SETTINGS: dict[str, Setting] = {
     Config.DRPC_REQUEST_TIMEOUT_SECS: Setting(600, _number(positive=True)),
     Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True)),
+    # Stateful bolts (tupletree.state). Storm clamps an interval below 100 ms to 100;
+    # here it is refused, as every out-of-range value is.
+    Config.TOPOLOGY_STATE_PROVIDER: Setting(
+        "memory", _choice("memory", "sqlite", "redis", "postgresql")
+    ),
+    Config.TOPOLOGY_STATE_PROVIDER_CONFIG: Setting(None, _mapping),
+    Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: Setting(1000, _int_range(100, 86_400_000)),
+    Config.TOPOLOGY_STATE_CHECKPOINT_MODE: Setting("storm", _choice("storm", "aligned")),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}
