@@ -34,3 +34,19 @@ def test_summary_line_on_worker_restarts():
     assert cli.restarts_line({0: 0, 1: 0}) == "worker restarts: 0"
     line = cli.restarts_line({0: 2, 1: 0, 2: 5})
     assert line.startswith("worker restarts: 7 (worker 0: 2, worker 2: 5)")
+
+
+def test_version_and_help_answer_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--version`` prints the version (not the usage text); ``--help`` describes the
+    command in plain words, with no reST markup from the module's docstring."""
+    from tupletree.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("tupletree ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text
+    assert "usage: tupletree" in text and "run" in text

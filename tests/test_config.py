@@ -31,3 +31,39 @@ def test_a_wrongly_typed_value_is_refused_naming_the_key(key):
     with pytest.raises(InvalidConfigError, match=key.replace(".", r"\.")) as err:
         validate({key: object()})
     assert err.value.key == key
+
+
+def _numeric(key: str) -> bool:
+    default = SETTINGS[key].default
+    probe = 1 if default is None else default
+    return (
+        not isinstance(default, bool)
+        and SETTINGS[key].check(probe) is None
+        and (isinstance(probe, int | float))
+    )
+
+
+NUMERIC = [k for k in sorted(SETTINGS) if _numeric(k)]
+
+
+@pytest.mark.parametrize("key", NUMERIC)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 10**12])
+def test_every_numeric_key_refuses_nan_infinity_and_absurd_sizes(key, bad):
+    """NaN compares false with everything (a NaN timeout would never fire), infinity
+    never comes, and an absurd size would allocate before anything refused it: each is
+    refused at submit, naming the key and the range."""
+    with pytest.raises(InvalidConfigError, match=key.replace(".", r"\.")) as err:
+        validate({key: bad})
+    assert err.value.key == key
+
+
+def test_the_absurd_sizes_that_once_ate_gigabytes_are_refused_quickly():
+    """topology.workers = 10**7 and topology.executor.batch.size = 10**9 were accepted
+    and allocated 5 GB before submit returned; now validate refuses them."""
+    for key, value in (
+        (Config.TOPOLOGY_WORKERS, 10**7),
+        (Config.TOPOLOGY_EXECUTOR_BATCH_SIZE, 10**9),
+    ):
+        with pytest.raises(InvalidConfigError, match="must be from 1 to"):
+            validate({key: value})
+    assert NUMERIC  # the parametrised test above covers every numeric key

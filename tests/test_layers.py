@@ -23,6 +23,11 @@ FORBIDDEN = {
     # The web view and the testing helpers work on any cluster: through its protocol.
     "ui": {"runtime", "distributed", "spark", "local", "testing", "cli"},
     "testing": {"runtime", "distributed", "spark", "local", "ui", "cli"},
+    # The store lies under every user of durable state (Trident, stateful bolts, windows)
+    # and every cluster: it imports nothing of tupletree's but itself and the two modules
+    # below every layer, redact.py and extras.py.
+    "store": {p.stem for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
+    - {"store", "redact", "extras", "__init__", "__pycache__"},
 }
 
 

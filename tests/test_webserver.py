@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import urllib.request
 
@@ -48,3 +49,28 @@ def test_a_taken_port_names_the_service_and_address():
     """Starting on a port already in use fails at start with the address in the message."""
     with WebServer(_app()) as first, pytest.raises(OSError, match=f"127.0.0.1:{first.port}"):
         WebServer(_app(), port=first.port, name="second").start()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40,
+    ],
+)
+def test_a_malformed_request_is_one_warning_line_not_a_traceback(request_bytes, caplog):
+    """The client's mistake gets its 400 and a one-line WARNING naming what was wrong
+    (aiohttp alone logs an ERROR with a full traceback for each)."""
+    caplog.set_level(logging.DEBUG)
+    with (
+        WebServer(_app(), name="svc") as server,
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock,
+    ):
+        sock.sendall(request_bytes)
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.") and b" 400 " in reply.split(b"\r\n")[0]
+    (record,) = [r for r in caplog.records if r.name == "tupletree.http.svc"]
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert "refused with 400" in record.getMessage()
+    assert "Traceback" not in caplog.text

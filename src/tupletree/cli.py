@@ -265,8 +265,23 @@ def cmd_visualize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tupletree")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tupletree", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="tupletree",
+        description="Run, watch and steer tupletree topologies (Storm's model, in Python, "
+        "on LocalCluster or Spark).",
+        epilog="'tupletree COMMAND --help' tells more of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"tupletree {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a topology file and report on it")
     run.add_argument("file", help="a .py file defining topology() and optionally CONF, report()")

@@ -8,6 +8,7 @@ bug waiting to happen.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,24 +56,19 @@ class Config:
     TOPOLOGY_STATE_CHECKPOINT_MODE = "topology.state.checkpoint.mode"
 
 
-def _int(minimum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
+# Every numeric key has a finite range: NaN compares false with everything, so a NaN
+# timeout would never expire, and an absurd size (topology.workers = 10**7) would
+# allocate gigabytes before anything could refuse it. The upper bounds are far beyond
+# any real use; they exist to refuse typos and hostile values, naming the key.
+
+
+def _int(minimum: int, maximum: int, *, optional: bool = False) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if value is None and optional:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             kind = "an integer or None" if optional else "an integer"
             return f"must be {kind}, got {type(value).__name__} {value!r}"
-        if value < minimum:
-            return f"must be >= {minimum}, got {value}"
-        return None
-
-    return check
-
-
-def _int_range(minimum: int, maximum: int) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            return f"must be an integer, got {type(value).__name__} {value!r}"
         if not minimum <= value <= maximum:
             return f"must be from {minimum} to {maximum}, got {value}"
         return None
@@ -80,15 +76,21 @@ def _int_range(minimum: int, maximum: int) -> Callable[[Any], str | None]:
     return check
 
 
-def _number(*, positive: bool, optional: bool = False) -> Callable[[Any], str | None]:
+def _number(
+    *, positive: bool, maximum: float, optional: bool = False
+) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if value is None and optional:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             kind = "a number or None" if optional else "a number"
             return f"must be {kind}, got {type(value).__name__} {value!r}"
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value}"
         if positive and value <= 0:
             return f"must be > 0, got {value}"
+        if value > maximum:
+            return f"must be at most {maximum:g}, got {value:g}"
         return None
 
     return check
@@ -97,7 +99,7 @@ def _number(*, positive: bool, optional: bool = False) -> Callable[[Any], str | 
 def _fraction(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"must be a number from 0 to 1, got {type(value).__name__} {value!r}"
-    if not 0 <= value <= 1:
+    if not 0 <= value <= 1:  # NaN too: it is not within anything
         return f"must be from 0 to 1, got {value}"
     return None
 
@@ -131,32 +133,39 @@ class Setting:
     check: Callable[[Any], str | None]
 
 
+_DAY = 86400.0
+_WEEK = 7 * _DAY
+
 # The one table of known keys; tests/test_config.py checks that it and Config name the
 # same keys.
 SETTINGS: dict[str, Setting] = {
-    Config.TOPOLOGY_WORKERS: Setting(1, _int(1)),
-    Config.TOPOLOGY_ACKER_EXECUTORS: Setting(None, _int(0, optional=True)),
-    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: Setting(30, _number(positive=True)),
+    Config.TOPOLOGY_WORKERS: Setting(1, _int(1, 4096)),
+    Config.TOPOLOGY_ACKER_EXECUTORS: Setting(None, _int(0, 4096, optional=True)),
+    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_WEEK)),
     Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: Setting(True, _bool),
-    Config.TOPOLOGY_MAX_SPOUT_PENDING: Setting(None, _int(1, optional=True)),
-    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
+    Config.TOPOLOGY_MAX_SPOUT_PENDING: Setting(None, _int(1, 10**7, optional=True)),
+    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: Setting(
+        None, _number(positive=True, maximum=_DAY, optional=True)
+    ),
     Config.TOPOLOGY_DEBUG: Setting(False, _bool),
-    Config.TOPOLOGY_ACKER_HIGH_WATER: Setting(2**20, _int(1)),
-    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(16384, _int(1)),
-    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: Setting(256, _int(1)),
+    Config.TOPOLOGY_ACKER_HIGH_WATER: Setting(2**20, _int(1, 2**26)),
+    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(16384, _int(1, 2**22)),
+    Config.TOPOLOGY_EXECUTOR_BATCH_SIZE: Setting(256, _int(1, 65536)),
     Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: Setting(True, _bool),
     Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: Setting(0.8, _fraction),
     Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: Setting(0.2, _fraction),
-    Config.DRPC_REQUEST_TIMEOUT_SECS: Setting(600, _number(positive=True)),
-    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: Setting(None, _number(positive=True, optional=True)),
-    Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True)),
+    Config.DRPC_REQUEST_TIMEOUT_SECS: Setting(600, _number(positive=True, maximum=_DAY)),
+    Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS: Setting(
+        None, _number(positive=True, maximum=_DAY, optional=True)
+    ),
+    Config.SUPERVISOR_WORKER_TIMEOUT_SECS: Setting(30, _number(positive=True, maximum=_DAY)),
     # Stateful bolts (tupletree.state). Storm clamps an interval below 100 ms to 100;
     # here it is refused, as every out-of-range value is.
     Config.TOPOLOGY_STATE_PROVIDER: Setting(
         "memory", _choice("memory", "sqlite", "redis", "postgresql")
     ),
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG: Setting(None, _mapping),
-    Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: Setting(1000, _int_range(100, 86_400_000)),
+    Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: Setting(1000, _int(100, 86_400_000)),
     Config.TOPOLOGY_STATE_CHECKPOINT_MODE: Setting("storm", _choice("storm", "aligned")),
 }
 

@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from tupletree.log_limit import ErrorLogLimiter
 
 T = TypeVar("T")
 
@@ -39,6 +44,40 @@ DEFAULT_HOST = "127.0.0.1"
 START_TIMEOUT_SECS = 30.0
 MAX_REFUSING = 64
 REFUSE_LINGER_SECS = 1.0
+
+
+class _MalformedRequests(logging.Filter):
+    """A malformed request is the client's mistake, not the server's: aiohttp logs each
+    at ERROR with a full traceback, so any client could fill the log. This turns them
+    into one WARNING line each (what was wrong, from whom), rate-limited per service
+    as errors are elsewhere (log_limit.py); the client still gets its 400."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._limit = ErrorLogLimiter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError) or not 400 <= exc.code < 500:
+            return True
+        missed = self._limit.admit(record.name, time.monotonic())
+        if missed is None:
+            return False
+        reason = " ".join(str(exc.message).split())[:200]
+        more = f" [{missed} more not logged]" if missed else ""
+        record.args = (record.getMessage(), exc.code, reason, more)
+        record.msg = "%s; refused with %d: %s%s"
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _request_logger(name: str) -> logging.Logger:
+    """The logger a service's request handler writes to (``tupletree.http.<name>``)."""
+    logger = logging.getLogger(f"tupletree.http.{name}")
+    if not any(isinstance(f, _MalformedRequests) for f in logger.filters):
+        logger.addFilter(_MalformedRequests())
+    return logger
 
 
 class WebServer:
@@ -100,7 +139,10 @@ class WebServer:
 
     async def _start(self) -> None:
         runner = web.AppRunner(
-            self.app, handle_signals=False, shutdown_timeout=self._shutdown_timeout
+            self.app,
+            handle_signals=False,
+            shutdown_timeout=self._shutdown_timeout,
+            logger=_request_logger(self.name),
         )
         await runner.setup()
         site: web.BaseSite

@@ -275,3 +275,29 @@ class Echo(BasicBolt):
 
     def execute(self, tup: Any, collector: Any) -> None:
         collector.emit([tup[0]])
+
+
+@pytest.mark.parametrize(
+    ("lease", "fixes"),
+    [
+        (
+            40.0,
+            ["lower 'topology.message.timeout.secs' below 20 s", "raise lease by more than 20 s"],
+        ),
+        (-4.0, ["raise lease by more than 64 s"]),
+        (0.0, ["raise lease by more than 60 s"]),
+    ],
+)
+def test_the_lease_check_advises_only_fixes_that_can_be_made(lease, fixes) -> None:
+    """A lease already used up by its deductions (claim idle time less the retry's
+    max delay) gets no advice to lower the timeout below zero, only a longer lease,
+    by how much."""
+    from tupletree.config import validate
+    from tupletree.connectors.spout import check_lease
+    from tupletree.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError) as info:
+        check_lease("spout 'q'", validate({}), "lease", lease, "the lease")
+    message = str(info.value)
+    assert message.endswith(" or ".join(fixes))
+    assert "below -" not in message and "below 0" not in message

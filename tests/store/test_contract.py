@@ -4,7 +4,7 @@ guarded by expectations, namespaces apart, bad input refused by name."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tupletree.store import Clear, Delete, Expect, Put, Store, open_store
@@ -61,6 +61,9 @@ def test_writes_apply_in_order(store: Store) -> None:
         (Put("n", "k", "text"), "'n'/'k'"),
         (Put("n", "k" * 5000, b"v"), "5000 characters"),
         ("not a write", "Put, Delete or Clear"),
+        (Put("n", "a\x00b", b"v"), "NUL"),
+        (Delete("n\x00", "k"), "NUL"),
+        (Put("n", "\udc80", b"v"), "not valid Unicode"),
     ],
 )
 def test_bad_writes_are_refused_naming_what_is_wrong(store: Store, write, named) -> None:
@@ -77,32 +80,94 @@ def test_open_store_names_an_unknown_kind_or_key() -> None:
         open_store("memory", {"path": "x.db"})
 
 
+def test_items_come_in_code_point_order(store: Store) -> None:
+    """The same order on every backend, whatever a database's locale: Python's str order
+    (upper case before lower, ASCII before the rest)."""
+    keys = ["b", "B", "a", "é", "Z", "aa", "a-", "ü", "中", "😀"]
+    store.apply([Put("o", k, k.encode()) for k in keys])
+    assert [k for k, _ in store.items("o")] == sorted(keys)
+    store.apply([Put(ns, "k", b"") for ns in ["o-b", "o-B", "o-é", "o-a"]])
+    assert store.namespaces("o-") == sorted(["o-b", "o-B", "o-é", "o-a"])
+
+
+def test_names_with_glob_or_sql_characters_are_plain_text(store: Store) -> None:
+    """A prefix is a prefix: '*', '%', '_', '[' match only themselves."""
+    names = ["w*", "w*x", "w%", "w_1", "w[a]", "wx", "w\\"]
+    store.apply([Put(ns, "k'; --", ns.encode()) for ns in names])
+    assert store.namespaces("w*") == ["w*", "w*x"]
+    assert store.namespaces("w%") == ["w%"]
+    assert store.namespaces("w_") == ["w_1"]
+    assert store.namespaces("w[") == ["w[a]"]
+    assert store.get("w_1", ["k'; --"]) == [b"w_1"]
+
+
+def test_empty_apply_and_expectations_alone(store: Store) -> None:
+    """No writes: True; expectations alone answer whether they hold, writing nothing."""
+    assert store.apply([]) is True
+    store.apply([Put("e", "k", b"1")])
+    assert store.apply([], expect=[Expect("e", "k", b"1")]) is True
+    assert store.apply([], expect=[Expect("e", "k", b"2")]) is False
+    assert store.apply([], expect=[Expect("e", "gone", None)]) is True
+    assert list(store.items("e")) == [("k", b"1")]
+
+
+def test_large_multi_get_and_values(store: Store) -> None:
+    """Beyond SQLite's 999 bound variables; a 1 MB value comes back whole."""
+    keys = [f"k{i:05}" for i in range(1200)]
+    store.apply([Put("big", k, k.encode()) for k in keys] + [Put("big", "blob", bytes(2**20))])
+    got = store.get("big", [*keys, "absent"])
+    assert got[:-1] == [k.encode() for k in keys] and got[-1] is None
+    assert store.get("big", ["blob"]) == [bytes(2**20)]
+
+
+# Examples per backend: the networked ones cost a round trip per call.
+_EXAMPLES = {"memory": 60, "sqlite": 25, "redis": 15, "postgresql": 15}
+
+_names = st.sampled_from(["n1", "n2"])
 _keys = st.text(alphabet="abc$-:", min_size=1, max_size=3)
 _ops = st.lists(
     st.one_of(
-        st.builds(Put, st.sampled_from(["n1", "n2"]), _keys, st.binary(max_size=3)),
-        st.builds(Delete, st.sampled_from(["n1", "n2"]), _keys),
-        st.builds(Clear, st.sampled_from(["n1", "n2"])),
+        st.builds(Put, _names, _keys, st.binary(max_size=3)),
+        st.builds(Delete, _names, _keys),
+        st.builds(Clear, _names),
     ),
     max_size=8,
 )
+# An expectation's value: absent, or a few bytes (often what a Put of _ops left there).
+_expects = st.lists(
+    st.builds(Expect, _names, _keys, st.one_of(st.none(), st.binary(max_size=3))), max_size=2
+)
 
 
-@settings(max_examples=60, deadline=None)
-@given(batches=st.lists(_ops, max_size=6))
-def test_any_sequence_of_writes_reads_back_like_a_dict_model(batches) -> None:
-    """The memory store against a model: a dict of dicts updated write by write."""
-    from tupletree.store.memory import MemoryStore
+def test_any_sequence_of_writes_reads_back_like_a_dict_model(
+    store: Store, request: pytest.FixtureRequest
+) -> None:
+    """Every backend against a model, a dict of dicts updated write by write; a batch
+    applies only when each of its expectations matches the model, and then wholly."""
+    backend = request.node.callspec.params["store"]
 
-    store, model = MemoryStore(), {"n1": {}, "n2": {}}
-    for batch in batches:
-        store.apply(batch)
-        for w in batch:
-            if isinstance(w, Put):
-                model[w.namespace][w.key] = w.value
-            elif isinstance(w, Delete):
-                model[w.namespace].pop(w.key, None)
-            else:
-                model[w.namespace].clear()
-    for ns, table in model.items():
-        assert dict(store.items(ns)) == table
+    @settings(
+        max_examples=_EXAMPLES[backend],
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(batches=st.lists(st.tuples(_ops, _expects), max_size=6))
+    def run(batches) -> None:
+        store.apply([Clear("n1"), Clear("n2")])
+        model: dict[str, dict[str, bytes]] = {"n1": {}, "n2": {}}
+        for writes, expect in batches:
+            holds = all(model[e.namespace].get(e.key) == e.value for e in expect)
+            assert store.apply(writes, expect=expect) is holds
+            for w in writes if holds else ():
+                if isinstance(w, Put):
+                    model[w.namespace][w.key] = w.value
+                elif isinstance(w, Delete):
+                    model[w.namespace].pop(w.key, None)
+                else:
+                    model[w.namespace].clear()
+        for ns, table in model.items():
+            assert dict(store.items(ns)) == table
+            assert store.get(ns, sorted(table)) == [table[k] for k in sorted(table)]
+        assert store.namespaces("n") == [ns for ns in ("n1", "n2") if model[ns]]
+
+    run()

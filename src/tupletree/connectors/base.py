@@ -18,6 +18,12 @@ from typing import Any
 from tupletree.connectors.errors import ConnectorError
 from tupletree.connectors.mailbox import ErrorMailbox, as_connector_error
 from tupletree.connectors.retry import RetryPolicy
+from tupletree.redact import scrub, secrets
+
+# The attributes where connectors keep what the user gave as the broker's address, and
+# the client configs whose secret-named entries are credentials (tupletree/redact.py).
+_ADDRESS_ATTRIBUTES = ("url", "servers", "bootstrap_servers", "dsn")
+_CONFIG_ATTRIBUTES = ("producer_config", "consumer_config")
 
 # How connectors reconnect after a failure, unless given ``reconnect=``.
 RECONNECT = RetryPolicy(initial_delay_secs=0.1, max_delay_secs=5.0)
@@ -45,8 +51,24 @@ class Connector:
         return f"{type(self).__name__} {self.component!r}"
 
     def connector_error(self, cause: str) -> ConnectorError:
-        """A ConnectorError naming this connector and ``address()``, saying ``cause``."""
-        return ConnectorError(self.connector_name(), self.address(), cause)
+        """A ConnectorError naming this connector and ``address()``, saying ``cause``
+        (with any credential of the address scrubbed from it)."""
+        return ConnectorError(self.connector_name(), self.address(), self.scrub(cause))
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the credentials of this connector's address and client
+        config: a client library's error message may quote them."""
+        hidden = secrets(*(getattr(self, a, None) for a in _ADDRESS_ATTRIBUTES))
+        for attribute in _CONFIG_ATTRIBUTES:
+            for key, value in (getattr(self, attribute, None) or {}).items():
+                if isinstance(value, str) and value and secrets(f"{key}={value}"):
+                    hidden.add(value)
+        return scrub(text, hidden)
+
+    def scrubbed(self, exc: BaseException) -> ConnectorError:
+        """``exc`` as a ConnectorError of this connector, credentials scrubbed."""
+        err = as_connector_error(self.connector_name(), self.address(), exc)
+        return ConnectorError(err.connector, self.scrub(err.address), self.scrub(err.cause))
 
     def check_config(self, conf: dict[str, Any], component: str) -> None:
         """Called at submit; raises ConnectorError naming the component."""
@@ -55,7 +77,7 @@ class Connector:
             try:
                 self.probe()
             except Exception as exc:
-                raise as_connector_error(self.connector_name(), self.address(), exc) from exc
+                raise self.scrubbed(exc) from exc
 
     def connector_metrics(self) -> dict[str, int]:
         raise NotImplementedError
@@ -64,7 +86,7 @@ class Connector:
         self, context: Any, io_loop: Callable[[], None], each_round: Callable[[], bool]
     ) -> None:
         self.context = context
-        self._errors = ErrorMailbox(self.connector_name, self.address)
+        self._errors = ErrorMailbox(self.scrubbed)
         self._kick = threading.Event()  # wakes the I/O thread
         self._stopping = threading.Event()
         context.register_metric("connector", self.connector_metrics)

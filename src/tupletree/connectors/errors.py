@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from tupletree.redact import redact
+
+__all__ = ["ConnectorError", "redact"]
+
 
 class ConnectorError(ConnectionError):
     """A broker is unreachable, refuses the credentials, or lacks the queue, stream,
@@ -21,18 +25,3 @@ class ConnectorError(ConnectionError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
         return (type(self), (self.connector, self.address, self.cause))
-
-
-def redact(url: str) -> str:
-    """``url`` with the password removed (``amqp://guest:***@host``), for messages."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable address>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))

@@ -1,11 +1,11 @@
 """ErrorMailbox: errors from a connector's I/O thread, reported on the task's thread.
 
 ``post`` (I/O thread) wraps an exception in a ConnectorError naming the connector and
-the address, logs it, and queues it unless the same text was posted less than
-``every_secs`` ago (a broker that stays down is reported every ``every_secs``, not on
-every reconnect attempt); at most ``limit`` errors wait. ``deliver`` (task thread)
-hands them to the collector's ``report_error``, so they appear in
-``cluster.errors(name)``.
+the address, with credentials scrubbed (``Connector.scrubbed``), logs it, and queues it
+unless the same text was posted less than ``every_secs`` ago (a broker that stays down
+is reported every ``every_secs``, not on every reconnect attempt); at most ``limit``
+errors wait. ``deliver`` (task thread) hands them to the collector's ``report_error``,
+so they appear in ``cluster.errors(name)``.
 """
 
 from __future__ import annotations
@@ -30,20 +30,18 @@ def as_connector_error(connector: str, address: str, exc: BaseException) -> Conn
 class ErrorMailbox:
     def __init__(
         self,
-        name: Callable[[], str],
-        address: Callable[[], str],
+        wrap: Callable[[BaseException], ConnectorError],
         every_secs: float = 30.0,
         limit: int = 100,
     ) -> None:
-        self._name = name
-        self._address = address
+        self._wrap = wrap
         self.every_secs = every_secs
         self._limit = limit
         self._queue: deque[ConnectorError] = deque(maxlen=limit)
         self._last: dict[str, float] = {}  # I/O thread only
 
     def post(self, exc: BaseException) -> None:
-        err = as_connector_error(self._name(), self._address(), exc)
+        err = self._wrap(exc)
         text = str(err)
         now = time.monotonic()
         if now - self._last.get(text, -self.every_secs) < self.every_secs:

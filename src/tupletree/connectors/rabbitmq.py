@@ -28,15 +28,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import pika
-import pika.exceptions
-from pika.adapters import select_connection
-
 from tupletree.config import Config
 from tupletree.connectors.errors import ConnectorError, redact
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.sink import BrokerSink
 from tupletree.connectors.spout import ACK, DEAD, DEFAULT_BUFFER, BrokerSpout, Delivery
+from tupletree.extras import missing
+
+try:
+    import pika
+    import pika.exceptions
+    from pika.adapters import select_connection
+except ImportError as exc:
+    raise missing("pika", "rabbitmq", "tupletree.connectors.rabbitmq") from exc
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 MAX_PREFETCH = 65535

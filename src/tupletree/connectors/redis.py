@@ -28,14 +28,18 @@ import re
 import time
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from tupletree.connectors.errors import redact
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.sink import BrokerSink
 from tupletree.connectors.spout import ACK, DEAD, RETRY, TOUCH, BrokerSpout, Delivery
+from tupletree.extras import missing
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as exc:
+    raise missing("redis", "redis", "tupletree.connectors.redis") from exc
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 FIELD = b"message"

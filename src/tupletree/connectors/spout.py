@@ -136,11 +136,16 @@ def check_lease(
             value=False,
         )
     if 2 * timeout >= lease_secs:
+        # Only fixes that can be made: a lease of 0 s or less leaves no message timeout
+        # that would do, so the hint then asks for a longer lease alone.
+        fixes = [f"raise {key} by more than {2 * timeout - lease_secs:g} s"]
+        if lease_secs > 0:
+            fixes.insert(0, f"lower {timeout_key!r} below {lease_secs / 2:g} s")
         raise InvalidConfigError(
-            f"{connector}: {what} ({key}={lease_secs} s) must exceed twice "
-            f"{timeout_key!r} ({timeout} s): a tree times out between one and two message "
+            f"{connector}: {what} ({key}={lease_secs:g} s) must exceed twice "
+            f"{timeout_key!r} ({timeout:g} s): a tree times out between one and two message "
             f"timeouts, and the broker would deliver a message again while its tree is "
-            f"still pending; lower {timeout_key!r} below {lease_secs / 2} s or raise {key}",
+            f"still pending; {' or '.join(fixes)}",
             key=timeout_key,
             value=timeout,
         )

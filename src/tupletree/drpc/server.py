@@ -39,8 +39,8 @@ Bounds (all are ``DRPCServer`` arguments; the book's are in ``pending.py``):
 - requests held, their arguments, functions fetched: ``max_pending`` (10,000),
   ``max_pending_chars`` (64 Mi characters), ``max_functions`` (1,024); 503 busy past them;
 - a fetch: at most ``MAX_FETCH_ITEMS`` requests, waiting at most ``MAX_FETCH_WAIT_SECS``;
-- aiohttp's reports on malformed requests (logger ``tupletree.drpc.http``): at most
-  ``LOG_BURST`` per ``LOG_WINDOW_SECS``; no access log.
+- aiohttp's reports on malformed requests: one line each, rate-limited (``WebServer``);
+  no access log.
 
 Run a standalone server with ``python -m tupletree.drpc --port 3774``.
 """
@@ -81,15 +81,9 @@ from tupletree.drpc.pending import (
     PendingRequests,
     timeout_from_conf,
 )
-from tupletree.log_limit import ErrorLogLimiter
 from tupletree.webserver import WebServer
 
 log = logging.getLogger("tupletree.drpc")
-# aiohttp's own reports on what clients sent (malformed requests: an ERROR with a
-# traceback each), at most LOG_BURST per LOG_WINDOW_SECS.
-http_log = logging.getLogger("tupletree.drpc.http")
-LOG_BURST = 5
-LOG_WINDOW_SECS = 10.0
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
@@ -275,28 +269,6 @@ class _Endpoints:
             raise _Refused(400, "bad-request", f"the body must be UTF-8 text: {exc}") from None
 
 
-class _Throttle(logging.Filter):
-    """Let at most ``burst`` records through per ``window`` seconds (the workers'
-    ``ErrorLogLimiter``, one key); the first one let through after a quiet spell says
-    how many were dropped."""
-
-    def __init__(self, burst: int, window: float) -> None:
-        super().__init__()
-        self._limiter = ErrorLogLimiter(burst, window, max_keys=1)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        dropped = self._limiter.admit(None, record.created)
-        if dropped is None:
-            return False
-        if dropped:
-            record.msg = f"{record.msg} ({dropped} similar reports dropped before this)"
-        return True
-
-
-if not any(isinstance(f, _Throttle) for f in http_log.filters):
-    http_log.addFilter(_Throttle(LOG_BURST, LOG_WINDOW_SECS))
-
-
 class _Wakeup:
     """An asyncio wake-up that any thread may set (the book settles requests and queues
     them from callers' threads, spouts' threads and the loop itself)."""
@@ -388,7 +360,6 @@ class DRPCServer:
                 # A caller that hangs up stops waiting: its request is forgotten.
                 "handler_cancellation": True,
                 "access_log": None,
-                "logger": http_log,
             },
         )
         app.router.add_route("*", "/{path:.*}", self._endpoints.handle)

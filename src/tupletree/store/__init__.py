@@ -1,7 +1,10 @@
 """The store: one durable key-value layer for Trident, stateful bolts and windows
 (base.py says why it looks as it does). ``open_store(kind, config)`` opens a backend by
-the names the topology config uses: ``"memory"``, ``"sqlite"``, ``"redis"``,
-``"postgresql"``."""
+the names the topology config uses: ``"memory"``, ``"sqlite"`` (``{"path", "prefix"}``),
+``"redis"`` (``{"url", "prefix"}``), ``"postgresql"`` (``{"dsn", "prefix"}``); one
+module each. ``require_shared(kind, master)`` refuses a store only one host can see on
+a master that may run workers on several (hosts.py). docs/state-backends.md is the
+user's page: guarantees and layouts."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from tupletree.store.base import (
     StoreError,
     Write,
 )
+from tupletree.store.hosts import is_one_host, require_shared
 from tupletree.store.memory import MemoryStore
 
 __all__ = [
@@ -29,7 +33,9 @@ __all__ = [
     "Store",
     "StoreError",
     "Write",
+    "is_one_host",
     "open_store",
+    "require_shared",
 ]
 
 
@@ -37,10 +43,32 @@ def _memory(config: Mapping[str, Any]) -> Store:
     return MemoryStore(config.get("name"))
 
 
-# kind -> (opener, the config keys it accepts). The SQLite, Redis and PostgreSQL
-# backends register here as they land.
+# The other backends are imported when opened: `import tupletree.store` needs neither
+# redis-py nor psycopg (the latter is the optional extra `postgresql`).
+def _sqlite(config: Mapping[str, Any]) -> Store:
+    from tupletree.store.sqlite import open_sqlite
+
+    return open_sqlite(config)
+
+
+def _redis(config: Mapping[str, Any]) -> Store:
+    from tupletree.store.redis import open_redis
+
+    return open_redis(config)
+
+
+def _postgresql(config: Mapping[str, Any]) -> Store:
+    from tupletree.store.postgres import open_postgres
+
+    return open_postgres(config)
+
+
+# kind -> (opener, the config keys it accepts)
 BACKENDS: dict[str, tuple[Callable[[Mapping[str, Any]], Store], frozenset[str]]] = {
     "memory": (_memory, frozenset({"name"})),
+    "sqlite": (_sqlite, frozenset({"path", "prefix"})),
+    "redis": (_redis, frozenset({"url", "prefix"})),
+    "postgresql": (_postgresql, frozenset({"dsn", "prefix"})),
 }
 
 

@@ -93,6 +93,14 @@ def check_name(kind: str, name: object, limit: int) -> str:
         raise ValueError(f"store {kind} must be a non-empty str, got {name!r}")
     if len(name) > limit:
         raise ValueError(f"store {kind} {name[:60]!r}... is {len(name)} characters, over {limit}")
+    # Every backend keeps names as UTF-8 text, and PostgreSQL's text refuses NUL: a name
+    # one backend could not store is refused by all of them, alike.
+    if "\x00" in name:
+        raise ValueError(f"store {kind} {name[:60]!r} holds a NUL character")
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise ValueError(f"store {kind} {name[:60]!r} is not valid Unicode text") from None
     return name
 
 
@@ -116,9 +124,34 @@ def check_writes(writes: Sequence[Write], expect: Sequence[Expect]) -> None:
         check_name("key", e.key, MAX_KEY_CHARS)
 
 
+def runs(writes: Sequence[Write]) -> Iterator[tuple[type, list[Write]]]:
+    """Consecutive writes of one kind, in order: ``(Put, [...])``, ``(Delete, [...])``,
+    ``(Clear, [...])``. Writes of one run commute but for the same key, where the later
+    one wins (a backend keeps the last), so each run can be one statement."""
+    kind: type | None = None
+    run: list[Write] = []
+    for w in writes:
+        if type(w) is not kind and run:
+            yield kind, run  # type: ignore[misc]
+            run = []
+        kind = type(w)
+        run.append(w)
+    if run:
+        yield kind, run  # type: ignore[misc]
+
+
 class Store(ABC):
     """A connection to one backend. Not shared between threads: each task opens its own
-    (``open_store``), as each holds its own database connection."""
+    (``open_store``), as each holds its own database connection, and closes it when the
+    task ends. Stores opened on the same file or server (the tasks of several workers)
+    see one another's writes as soon as ``apply`` returns.
+
+    Errors: bad input (a malformed write, a bad config value) is a ValueError naming it;
+    a backend that cannot be reached or refuses the credentials is a StoreError raised
+    by the constructor, at open; one that fails later, a StoreError from the call. A
+    StoreError from ``apply`` means it wrote nothing, unless its message says the
+    connection was lost during the commit ("may or may not have been applied"): then
+    read back, or apply again under the same expectations (they tell which)."""
 
     #: Whether workers on other hosts see the same data (False: memory, SQLite).
     shared_across_hosts: bool = False

@@ -17,6 +17,7 @@ from tupletree.connectors.kafka.client import (
     produce_all,
 )
 from tupletree.connectors.sink import BrokerSink
+from tupletree.redact import redact
 
 
 class KafkaSink(BrokerSink):
@@ -38,7 +39,7 @@ class KafkaSink(BrokerSink):
         self.timeout_secs = timeout_secs
 
     def address(self) -> str:
-        return self.bootstrap_servers
+        return redact(self.bootstrap_servers)
 
     def connect(self) -> _SinkSession:
         return _SinkSession(self)

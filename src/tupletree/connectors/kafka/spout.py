@@ -49,6 +49,7 @@ from tupletree.connectors.kafka.client import (
 )
 from tupletree.connectors.kafka.offsets import PartitionOffsets
 from tupletree.connectors.spout import ACK, DEAD, RETRY, BrokerSpout, Delivery
+from tupletree.redact import redact
 
 
 class KafkaSpout(BrokerSpout):
@@ -105,7 +106,7 @@ class KafkaSpout(BrokerSpout):
         self._commit_now = False
 
     def address(self) -> str:
-        return self.bootstrap_servers
+        return redact(self.bootstrap_servers)
 
     def check_config(self, conf: dict[str, Any], component: str) -> None:
         # Set before the topology's components are copied to their tasks: every task
