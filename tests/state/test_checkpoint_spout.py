@@ -86,7 +86,7 @@ def drive(coord: CheckpointCoordinator, script: list[tuple[str, int]], now: floa
             if save is not None:
                 saved.append(save)
         else:
-            coord.fail(arg)
+            coord.fail(arg, now)
     return emitted, saved
 
 
@@ -198,7 +198,7 @@ def test_any_order_of_verdicts_keeps_the_protocol(moves):
                     assert was_recovering and before.state == COMMITTED
                     assert not coord.recovering
             else:
-                coord.fail(out.txid)
+                coord.fail(out.txid, now)
                 assert coord.recovering and coord.state == before
             out = None
 
@@ -282,3 +282,21 @@ def test_a_second_spout_instance_is_fenced_off(store_name):
         second.next_tuple()
     assert second.coordinator.state == CheckPointState(0, PREPARING)
     assert second.coordinator.recovering
+
+
+def test_a_failed_step_is_retried_after_a_growing_pause():
+    """After a fail the next step waits a tenth of the interval, doubling per failure in
+    a row up to the interval; an ack ends the pause (Storm retries at once, spinning)."""
+    coord = CheckpointCoordinator(CheckPointState(4, PREPARING), interval_secs=1.0)
+    waits = []
+    now = 0.0
+    for _ in range(6):
+        assert coord.poll(now) == Step(4, ROLLBACK)
+        coord.fail(4, now)
+        waits.append(round(coord.retry_at - now, 6))
+        assert coord.poll(now + waits[-1] * 0.99) is None
+        now += waits[-1]
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    coord.poll(now)
+    coord.ack(4)
+    assert coord.retry_delay() == 0.0

@@ -208,6 +208,7 @@ class CheckpointedSpout(Spout):
         answered = step is not None and done is not None
         self._last_step = step if answered and _seq(done) == _seq(step) else None
         spout.open(conf, context, _EpochCollector(collector, self))
+        context.call_each_round(self._poll_steps)
 
     def activate(self) -> None:
         self.delegate.activate()
@@ -235,16 +236,23 @@ class CheckpointedSpout(Spout):
     # -- the aligned mode -----------------------------------------------------------------
 
     def next_tuple(self) -> None:
-        now = self._now()
-        if now - self._polled_at >= self._poll_period:
-            self._polled_at = now
-            (raw,) = self._store.get(self._coordinator_ns, [STEP_KEY])
-            if raw is not None and raw != self._last_step:
-                self._last_step = raw
-                self._take(loads_json(raw))
-                return
         if not self.paused:
             self.delegate.next_tuple()
+
+    def _poll_steps(self) -> bool:
+        """Each round of the worker (not from ``next_tuple``, which the runtime stops
+        calling at ``topology.max.spout.pending``, while the trees in flight wait for
+        the very COMMIT this would send): take a newly published step."""
+        now = self._now()
+        if now - self._polled_at < self._poll_period:
+            return False
+        self._polled_at = now
+        (raw,) = self._store.get(self._coordinator_ns, [STEP_KEY])
+        if raw is None or raw == self._last_step:
+            return False
+        self._last_step = raw
+        self._take(loads_json(raw))
+        return True
 
     def ack(self, msg_id: Any) -> None:
         if isinstance(msg_id, _Barrier):

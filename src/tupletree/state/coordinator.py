@@ -18,6 +18,9 @@ Rules (Storm's, see protocol.py for the table):
 - An ack for another txid than the current one is ignored (Storm logs it; Storm also
   lets it end the step in flight, which could start a second step while one is still
   out: here the step stays in flight until its own ack, fail or timeout).
+- After a failed step the next one waits: a tenth of the interval, doubling with each
+  failure in a row up to the interval (Storm sends it at once, so a bolt whose store is
+  down keeps the spout and the ackers spinning through ROLLBACKs as fast as they go).
 
 Bounds: constant memory.
 """
@@ -43,7 +46,15 @@ class CheckpointCoordinator:
     """See the module docstring. ``stored`` is the spout's saved state (None: a topology
     that never checkpointed, which starts at COMMITTED(-1); the caller saves that)."""
 
-    __slots__ = ("in_flight", "interval_secs", "last_checkpoint_at", "recovering", "state")
+    __slots__ = (
+        "fails_in_a_row",
+        "in_flight",
+        "interval_secs",
+        "last_checkpoint_at",
+        "recovering",
+        "retry_at",
+        "state",
+    )
 
     def __init__(self, stored: CheckPointState | None, interval_secs: float) -> None:
         if not interval_secs > 0:
@@ -53,10 +64,18 @@ class CheckpointCoordinator:
         self.recovering = True
         self.in_flight = False
         self.last_checkpoint_at = -math.inf
+        self.fails_in_a_row = 0
+        self.retry_at = -math.inf
+
+    def retry_delay(self) -> float:
+        """How long the step after ``fails_in_a_row`` failures waits."""
+        if not self.fails_in_a_row:
+            return 0.0
+        return min(self.interval_secs, self.interval_secs / 10 * 2 ** (self.fails_in_a_row - 1))
 
     def poll(self, now: float) -> Step | None:
         """The step to take now, if any; it is in flight from here on."""
-        if self.in_flight:
+        if self.in_flight or now < self.retry_at:
             return None
         state = self.state
         if self.recovering:
@@ -77,6 +96,7 @@ class CheckpointCoordinator:
         if not self.in_flight or txid != self.state.txid:
             return None
         self.in_flight = False
+        self.fails_in_a_row = 0
         state = self.state
         following = state.next_state(self.recovering)
         if following == state:  # COMMITTED while recovering: INITSTATE went through
@@ -85,12 +105,14 @@ class CheckpointCoordinator:
         self.state = following
         return following
 
-    def fail(self, txid: int) -> None:
-        """The step for ``txid`` failed (or timed out): recover."""
+    def fail(self, txid: int, now: float) -> None:
+        """The step for ``txid`` failed (or timed out) at ``now``: recover."""
         if not self.in_flight or txid != self.state.txid:
             return
         self.in_flight = False
         self.recovering = True
+        self.fails_in_a_row += 1
+        self.retry_at = now + self.retry_delay()
 
     def __repr__(self) -> str:
         mode = "recovering" if self.recovering else "normal"

@@ -133,7 +133,11 @@ class CheckpointSpout(Spout):
         (data,) = self._store.get(self._ns, [TX_STATE_KEY])
         self._stored = data
         stored = None if data is None else CheckPointState.from_json(loads_json(data))
+        failed = getattr(self, "coordinator", None)
         self.coordinator = CheckpointCoordinator(stored, self._interval)
+        if failed is not None:  # a write failed: no faster than after a failed step
+            self.coordinator.fails_in_a_row = failed.fails_in_a_row + 1
+            self.coordinator.retry_at = self._now() + self.coordinator.retry_delay()
         self._waiting = None
         if stored is None:
             self._save(self.coordinator.state)
@@ -177,7 +181,7 @@ class CheckpointSpout(Spout):
                 raise
 
     def fail(self, msg_id: Any) -> None:
-        self.coordinator.fail(msg_id)
+        self.coordinator.fail(msg_id, self._now())
 
     # -- the aligned mode: steps published in the store --------------------------------
 
@@ -217,7 +221,7 @@ class CheckpointSpout(Spout):
         if outcome:
             self.ack(txid)
         else:
-            self.fail(txid)
+            self.coordinator.fail(txid, now)
 
     def close(self) -> None:
         self._store.close()
