@@ -200,6 +200,15 @@ class StatefulBoltExecutor(_CheckpointBolt):
         elif not self.held.buffer(tup):
             self._out.fail(tup)
 
+    def _execute_storm(self, tup: Any) -> None:
+        # The per-tuple path: _CheckpointBolt's, with _run inlined.
+        if tup.source_stream == CHECKPOINT_STREAM:
+            self._on_checkpoint(tup)
+        elif self.held.initialized:
+            self._bolt_execute(tup)
+        elif not self.held.buffer(tup):
+            self._out.fail(tup)
+
     def _handle(self, tup: Any, action: str, txid: int) -> bool:
         held = self.held
         plan = held.step(action, txid)

@@ -104,16 +104,18 @@ class CheckpointTuples:
         """The step went through: move the tuples it settles into ``plan``."""
         if plan.refuse:
             return plan
+        # ``acked`` stays the same list (cleared, never replaced): a stateful bolt's
+        # collector.ack is its bound ``append``.
         if plan.state_op == "prepare":
             # After the hook and the state: what pre_prepare acked belongs to this one.
             self.prepared.extend(self.acked)
-            self.acked = []
+            self.acked.clear()
         elif plan.state_op == "commit":
             plan.ack, self.prepared = self.prepared, []
         elif plan.state_op == "rollback":
             plan.fail = self.prepared + self.acked
             self.prepared = []
-            self.acked = []
+            self.acked.clear()
         if plan.init:
             self.initialized = True
             pending, self.pending = self.pending, []
