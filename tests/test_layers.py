@@ -28,6 +28,8 @@ FORBIDDEN = {
     # below every layer, redact.py and extras.py.
     "store": {p.stem for p in SRC.iterdir() if p.suffix == ".py" or p.is_dir()}
     - {"store", "redact", "extras", "__init__", "__pycache__"},
+    # Trident's states: decisions and storage, driven by trident's committer bolts.
+    "trident/state": {"runtime", "distributed", "spark", "local"} | _SERVICES,
 }
 
 

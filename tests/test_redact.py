@@ -19,6 +19,7 @@ CASES = [
         "hunter2",
     ),
     ("redis://:pw9@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0", "pw9"),
+    ("user:pw8@127.0.0.1:6379", "user:***@127.0.0.1:6379", "pw8"),
     ("host=db user=me password=s3cret dbname=x", "host=db user=me password=*** dbname=x", "s3cret"),
     ("host=db password='a b\\' c' port=5432", "host=db password=*** port=5432", "a b\\' c"),
     (

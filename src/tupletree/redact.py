@@ -3,7 +3,8 @@
 An address a user configures can carry a secret in every form its client library
 accepts, and each must be caught:
 
-- URL userinfo: ``amqp://user:PASSWORD@host``, ``redis://:PASSWORD@host``;
+- URL userinfo: ``amqp://user:PASSWORD@host``, ``redis://:PASSWORD@host``, and the
+  same without a scheme (``user:PASSWORD@host:6379``);
 - a bare userinfo that is a token: ``nats://TOKEN@host`` (NATS's token auth; other
   schemes read a bare userinfo as a user name, which is kept);
 - query parameters: ``redis://host/0?password=PASSWORD``, ``...?sslpassword=``,
@@ -34,6 +35,11 @@ _DSN_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
 
 def _is_url(text: str) -> bool:
     return "://" in text
+
+
+def _is_bare_netloc(text: str) -> bool:
+    """``user:pw@host:port`` without a scheme (redis-py and others accept it)."""
+    return "@" in text and not any(c in text.split("@")[0] for c in "= \t")
 
 
 def _url_secrets(url: str) -> list[str]:
@@ -94,7 +100,12 @@ def redact(address: str) -> str:
     out = []
     for item in address.split(","):
         try:
-            out.append(_redact_url(item) if _is_url(item) else _redact_dsn(item))
+            if _is_url(item):
+                out.append(_redact_url(item))
+            elif _is_bare_netloc(item):
+                out.append(_redact_url("//" + item)[2:])
+            else:
+                out.append(_redact_dsn(item))
         except ValueError:
             out.append("<unparsable address>")
     return ",".join(out)
@@ -108,7 +119,12 @@ def secrets(*addresses: str | None) -> set[str]:
             continue
         for item in address.split(","):
             try:
-                raw = _url_secrets(item) if _is_url(item) else _dsn_secrets(item)
+                if _is_url(item):
+                    raw = _url_secrets(item)
+                elif _is_bare_netloc(item):
+                    raw = _url_secrets("//" + item)
+                else:
+                    raw = _dsn_secrets(item)
             except ValueError:
                 raw = [item]  # unparsable: the whole item may be a secret
             for s in raw:

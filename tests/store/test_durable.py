@@ -17,7 +17,7 @@ import pytest
 
 import tupletree
 from tests.store.conftest import Location
-from tupletree.store import Clear, Delete, Expect, Put
+from tupletree.store import Clear, Delete, Expect, Put, StoreError
 
 # the child imports the tupletree this test runs (the source tree or the installed build)
 IMPORTED_FROM = str(Path(tupletree.__file__).resolve().parents[1])
@@ -144,3 +144,19 @@ def test_a_process_killed_inside_apply_leaves_nothing_written(durable: Location)
     assert [k for k, _ in store.items("n")] == ["pre"]
     assert store.apply([Put("n", "k0", b"y"), Delete("n", "pre")])
     assert list(durable.open().items("n")) == [("k0", b"y")]
+
+
+def test_a_closed_store_refuses_calls_by_name(durable: Location) -> None:
+    """close() closes: nothing reconnects behind the caller's back."""
+    store = durable.open()
+    store.apply([Put("n", "k", b"1")])
+    store.close()
+    for call in (
+        lambda: store.get("n", ["k"]),
+        lambda: store.apply([Put("n", "k", b"2")]),
+        lambda: list(store.items("n")),
+    ):
+        with pytest.raises(StoreError) as err:
+            call()
+        assert err.value.store == store.name
+    assert durable.open().get("n", ["k"]) == [b"1"]

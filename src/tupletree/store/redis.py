@@ -23,6 +23,8 @@ Rules:
   or may not have been applied, so it surfaces as StoreError saying so (the caller
   decides; Trident's expectations make a second try safe). A connection lost before
   EXEC went out (while checking expectations) is tried once more, as are reads.
+- One Redis server (a primary, with replicas if you like), not Redis Cluster: an
+  ``apply`` spans namespaces, so its hashes must live in one keyspace.
 - What Redis keeps depends on its persistence settings (``appendonly yes`` with
   ``appendfsync always`` or ``everysec``): with none, a restart of Redis loses
   everything. The store cannot choose this for the server; docs/state-backends.md says
@@ -87,6 +89,7 @@ class RedisStore(Store):
                 f"redis store: prefix must be a str of up to {MAX_PREFIX_CHARS} characters"
             )
         self._secrets = secrets(url)
+        self._closed = False
         self.prefix = prefix
         self.name = f"redis store {redact(url)} keys {prefix + '*'!r}"
         try:
@@ -116,7 +119,13 @@ class RedisStore(Store):
     def _key(self, namespace: str) -> str:
         return self.prefix + namespace
 
+    def _check_open(self) -> None:
+        # redis-py would quietly open a new connection for a closed client
+        if self._closed:
+            raise StoreError(f"{self.name}: the store is closed", store=self.name)
+
     def _read(self, doing: str, fn: Callable[[], _T]) -> _T:
+        self._check_open()
         for attempt in (1, 2):
             try:
                 return fn()
@@ -151,6 +160,7 @@ class RedisStore(Store):
         check_writes(writes, expect)
         if not writes and not expect:
             return True
+        self._check_open()
         watched = sorted({self._key(e.namespace) for e in expect})
         reconnected = False
         for _ in range(MAX_ATTEMPTS):
@@ -219,6 +229,7 @@ class RedisStore(Store):
                 pipe.hdel(self._key(ns), *fields)
 
     def close(self) -> None:
+        self._closed = True
         self._client.close()
 
 

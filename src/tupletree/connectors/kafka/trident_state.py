@@ -1,0 +1,375 @@
+"""Exactly-once Kafka output for Trident: ``TridentKafkaStateFactory`` with
+``TridentKafkaStateUpdater`` (Storm's TridentKafkaState ignores its commits and so
+writes a replayed batch twice; this one does not).
+
+Each partition of the state is one transactional producer whose ``transactional.id``
+is ``<prefix>-<partition>``, the prefix being ``transactional_id_prefix`` or
+``tupletree-<topology>-<component>`` (from the TopologyContext the committer passes as
+``metrics``): stable across restarts, so a restarted task's ``init_transactions`` fences
+the task it replaces (a zombie's next write fails with ``_FENCED``) and aborts the
+transaction that task left open.
+
+A batch, in ``commit(txid)``: ``begin_transaction``; the batch's records (value from
+``message_field``, key from ``key_field``); a *marker* record ``{"txid": txid}`` keyed by
+the transactional.id on the marker topic; ``commit_transaction``. Records are produced
+only here, not as the batch's tuples arrive, so a transaction is open for one commit's
+duration and a failing batch leaves the least behind.
+
+The marker topic (``<topic>-tupletree-txids`` unless ``marker_topic`` says otherwise;
+created with ``cleanup.policy=compact`` and one partition per state partition when
+missing): a marker commits with its batch, so the last committed marker of a
+transactional.id *is* its last committed txid. Why a topic of its own rather than
+markers in the output topic: readers of the output see only the user's records; why a
+partition per state partition: that partition's last record is the marker wanted, so
+reading it back costs the tail of one partition, not the topic (compaction keeps one
+marker per transactional.id on a broker that compacts). At start, after
+``init_transactions`` (so no other instance can still commit), a ``read_committed``
+consumer reads the marker partition's tail back to the last marker of this
+transactional.id; a batch at that txid is then skipped, one below it refused
+(``BatchBehindError``: a zombie or a reset progress store), as every sink does
+(trident/state/sinks/base.py).
+
+Errors: ``commit_transaction`` is tried again on a retriable error; an error that
+requires an abort aborts and raises (the batch fails and is replayed with its txid); a
+fatal one (fenced: another task took this partition over) raises now and at every later
+commit, without a new ``init_transactions`` (which would fence the task that replaced
+this one). ``transaction.timeout.ms`` (60 s, librdkafka's) bounds how long a dead
+task's transaction blocks ``read_committed`` readers if no task takes its id over.
+
+Readers must use ``isolation.level=read_committed``. tansu 0.6.0 (the tests' broker)
+returns no aborted-transaction ranges in its fetch responses, so there even a
+read_committed reader sees records of aborted transactions (an open one stays hidden);
+Kafka hides them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tupletree.connectors.kafka.client import KafkaErrors, client_config
+from tupletree.redact import redact
+from tupletree.trident.state.base import State
+from tupletree.trident.state.operations import BaseStateUpdater
+from tupletree.trident.state.sinks.base import SinkFactory, decide
+
+MARKER_SUFFIX = "-tupletree-txids"
+TIMEOUT_SECS = 30.0
+COMMIT_TRIES = 5
+_FIRST_WINDOW = 64  # offsets read back from the marker partition's end, doubled as needed
+
+
+class TridentKafkaError(RuntimeError):
+    """A batch could not be written to Kafka; ``transactional_id`` names the producer."""
+
+    def __init__(self, message: str, *, transactional_id: str) -> None:
+        super().__init__(message)
+        self.transactional_id = transactional_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (str(self), self.transactional_id))
+
+
+def _rebuild(message: str, transactional_id: str) -> TridentKafkaError:
+    return TridentKafkaError(message, transactional_id=transactional_id)
+
+
+Record = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+def last_marker_txid(records: Iterable[Record], key: bytes) -> int | None:
+    """The txid of the last marker keyed ``key`` among ``(key, value)`` records in log
+    order (None if there is none). Pure."""
+    last = None
+    for k, v in records:
+        if k == key and v is not None:
+            last = int(json.loads(v)["txid"])
+    return last
+
+
+def _encode(what: str, field: str, value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(
+        f"TridentKafkaState: the {what} field {field!r} holds {type(value).__name__} "
+        f"{value!r}; it takes str, bytes or None"
+    )
+
+
+class TridentKafkaState(State):
+    """One partition's transactional producer (module docstring)."""
+
+    def __init__(
+        self,
+        factory: TridentKafkaStateFactory,
+        transactional_id: str,
+        partition: int,
+        partitions: int,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.factory, self.partition = factory, partition
+        self.transactional_id = transactional_id
+        self.where = (
+            f"TridentKafkaState topic {factory.topic!r} at {redact(factory.bootstrap_servers)} "
+            f"(transactional.id {transactional_id!r})"
+        )
+        self._records: list[Record] = []
+        self._dead: str | None = None
+        self._delivery_error: str | None = None
+        self.errors = KafkaErrors()  # the client's logs go to logging, its errors kept
+        self.producer = Producer(
+            {
+                **client_config(factory.bootstrap_servers, self.errors),
+                "transactional.id": transactional_id,
+                **factory.producer_config,
+            }
+        )
+        self._kafka("init_transactions", lambda: self.producer.init_transactions(TIMEOUT_SECS))
+        self.marker_partition = partition % self._ensure_marker_topic(partitions)
+        self.last = self._read_last_txid()
+
+    # -- start ----------------------------------------------------------------------
+
+    def _kafka(self, what: str, call: Any) -> Any:
+        from confluent_kafka import KafkaException
+
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise TridentKafkaError(
+                f"{self.where}: {what} failed: {err.str()}", transactional_id=self.transactional_id
+            ) from None
+
+    def _ensure_marker_topic(self, partitions: int) -> int:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topic = self.factory.marker_topic
+        admin = AdminClient(client_config(self.factory.bootstrap_servers, KafkaErrors()))
+        new = NewTopic(topic, num_partitions=partitions, config={"cleanup.policy": "compact"})
+        try:
+            admin.create_topics([new])[topic].result(TIMEOUT_SECS)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise TridentKafkaError(
+                    f"{self.where}: cannot create the marker topic {topic!r}: {exc.args[0].str()}",
+                    transactional_id=self.transactional_id,
+                ) from None
+        meta = self._kafka("metadata", lambda: admin.list_topics(topic, timeout=TIMEOUT_SECS))
+        info = meta.topics.get(topic)
+        if info is None or info.error is not None or not info.partitions:
+            raise TridentKafkaError(
+                f"{self.where}: the marker topic {topic!r} has no partitions",
+                transactional_id=self.transactional_id,
+            )
+        return len(info.partitions)
+
+    def _read_last_txid(self) -> int | None:
+        """The txid of this transactional.id's last committed marker, reading back from
+        the marker partition's end in growing windows (tansu may misreport the end: a
+        low answer only means reading more)."""
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer(
+            {
+                **client_config(self.factory.bootstrap_servers, KafkaErrors()),
+                "group.id": f"{self.transactional_id}-marker-reader",  # never committed
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        key = self.transactional_id.encode()
+        tp = TopicPartition(self.factory.marker_topic, self.marker_partition)
+        try:
+            low, high = self._kafka(
+                "reading the marker's offsets",
+                lambda: consumer.get_watermark_offsets(tp, timeout=TIMEOUT_SECS),
+            )
+            window = _FIRST_WINDOW
+            while True:
+                start = max(low, high - window)
+                consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
+                records = []
+                deadline = time.monotonic() + TIMEOUT_SECS
+                while True:
+                    if time.monotonic() > deadline:
+                        raise TridentKafkaError(
+                            f"{self.where}: no end of marker partition {tp.partition} of "
+                            f"{tp.topic!r} within {TIMEOUT_SECS} s",
+                            transactional_id=self.transactional_id,
+                        )
+                    msg = consumer.poll(0.5)
+                    if msg is None:
+                        continue
+                    if msg.error():
+                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                            break
+                        raise TridentKafkaError(
+                            f"{self.where}: reading the marker: {msg.error().str()}",
+                            transactional_id=self.transactional_id,
+                        )
+                    records.append((msg.key(), msg.value()))
+                found = last_marker_txid(records, key)
+                if found is not None or start <= low:
+                    return found
+                window *= 2
+        finally:
+            consumer.close()
+
+    # -- batches --------------------------------------------------------------------
+
+    def begin_commit(self, txid: int | None) -> None:
+        self._records = []
+
+    def add(self, tuples: Sequence[Any]) -> None:
+        f = self.factory
+        for t in tuples:
+            value = _encode("message", f.message_field, t.get(f.message_field))
+            key = None if f.key_field is None else _encode("key", f.key_field, t.get(f.key_field))
+            self._records.append((key, value))
+
+    def commit(self, txid: int | None) -> None:
+        records, self._records = self._records, []
+        if self._dead is not None:
+            raise TridentKafkaError(self._dead, transactional_id=self.transactional_id)
+        if not records or not decide(txid, self.last, partition=self.partition):
+            return
+        self._transaction(txid, records)
+        if txid is not None:
+            self.last = txid
+
+    def _on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is not None and self._delivery_error is None:
+            self._delivery_error = err.str()
+
+    def _produce(self, topic: str, value: bytes | None, key: bytes | None, **kw: Any) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value, key, on_delivery=self._on_delivery, **kw)
+                return
+            except BufferError:  # the client's queue is full: let it send
+                self.producer.poll(0.05)
+
+    def _transaction(
+        self, txid: int | None, records: list[tuple[bytes | None, bytes | None]]
+    ) -> None:
+        from confluent_kafka import KafkaException
+
+        p, f = self.producer, self.factory
+        self._delivery_error = None
+        try:
+            p.begin_transaction()
+            for key, value in records:
+                self._produce(f.topic, value, key)
+            if txid is not None:
+                marker = json.dumps({"txid": txid, "partition": self.partition}).encode()
+                self._produce(
+                    f.marker_topic,
+                    marker,
+                    self.transactional_id.encode(),
+                    partition=self.marker_partition,
+                )
+            for attempt in range(COMMIT_TRIES):
+                try:
+                    p.commit_transaction(TIMEOUT_SECS)
+                    return
+                except KafkaException as exc:
+                    if not exc.args[0].retriable() or attempt == COMMIT_TRIES - 1:
+                        raise
+        except KafkaException as exc:
+            self._failed(txid, exc.args[0])
+
+    def _failed(self, txid: int | None, err: Any) -> None:
+        why = err.str() + (f" (delivery: {self._delivery_error})" if self._delivery_error else "")
+        if err.fatal():
+            self._dead = (
+                f"{self.where}: fatal producer error, no more batches from this task: {why}"
+                + (" (another task took this partition over)" if "fenced" in why.lower() else "")
+            )
+            raise TridentKafkaError(self._dead, transactional_id=self.transactional_id)
+        try:
+            self.producer.abort_transaction(TIMEOUT_SECS)
+        except Exception as exc:  # the batch fails either way; say both
+            why += f"; the abort failed too: {exc}"
+        raise TridentKafkaError(
+            f"{self.where}: batch {txid} aborted, to be replayed: {why}",
+            transactional_id=self.transactional_id,
+        )
+
+    def close(self) -> None:
+        self.producer.flush(TIMEOUT_SECS)
+
+
+class TridentKafkaStateFactory(SinkFactory):
+    """Exactly-once output to ``topic`` (module docstring). An append-only sink: exactly
+    once behind a transactional spout with no shuffle before it (the planner checks
+    ``requires_deterministic_batches``)."""
+
+    store_kind = "kafka"
+
+    def __init__(
+        self,
+        topic: str,
+        bootstrap_servers: str = "127.0.0.1:9092",
+        *,
+        message_field: str = "message",
+        key_field: str | None = None,
+        transactional_id_prefix: str | None = None,
+        producer_config: dict[str, Any] | None = None,
+        marker_topic: str | None = None,
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(
+                f"TridentKafkaStateFactory topic must be a non-empty str, got {topic!r}"
+            )
+        config = dict(producer_config or {})
+        if "transactional.id" in config:
+            raise ValueError(
+                "TridentKafkaStateFactory sets transactional.id per partition itself; give "
+                "transactional_id_prefix instead of producer_config['transactional.id']"
+            )
+        self.topic, self.bootstrap_servers = topic, bootstrap_servers
+        self.message_field, self.key_field = message_field, key_field
+        self.transactional_id_prefix = transactional_id_prefix
+        self.producer_config = config
+        self.marker_topic = marker_topic or topic + MARKER_SUFFIX
+
+    def transactional_id(self, conf: dict[str, Any], context: Any, partition_index: int) -> str:
+        """``<prefix>-<partition>``; the prefix from ``transactional_id_prefix`` or the
+        topology and component of ``context`` (ValueError when neither is known)."""
+        prefix = self.transactional_id_prefix
+        if prefix is None:
+            topology = getattr(context, "topology_name", None) or conf.get("topology.name")
+            component = getattr(context, "component_id", None)
+            if not topology or not component:
+                raise ValueError(
+                    f"TridentKafkaStateFactory({self.topic!r}): give transactional_id_prefix "
+                    "(no topology and component to name the producers after were given)"
+                )
+            prefix = f"tupletree-{topology}-{component}"
+        return f"{prefix}-{partition_index}"
+
+    def make_state(
+        self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
+    ) -> State:
+        tid = self.transactional_id(conf, metrics, partition_index)
+        return TridentKafkaState(self, tid, partition_index, num_partitions)
+
+
+class TridentKafkaStateUpdater(BaseStateUpdater):
+    """Hands a batch's tuples to the Kafka state (message and key read by field name)."""
+
+    def update_state(self, state: State, tuples: list[Any], collector: Any) -> None:
+        if not isinstance(state, TridentKafkaState):
+            raise TypeError(
+                "TridentKafkaStateUpdater writes to a TridentKafkaState, not "
+                f"{type(state).__name__}"
+            )
+        state.add(tuples)

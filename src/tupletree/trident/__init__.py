@@ -1,0 +1,1 @@
+"""Trident: Storm's exactly-once API (batches, txids, states) on tupletree."""

@@ -1,0 +1,136 @@
+"""RedisSinkFactory: an exactly-once sink into a Redis Stream (sinks/base.py has the
+rules): each row one entry (``XADD``) whose fields are the columns, as
+``RedisStreamSink`` writes ``{"message": ...}``, so ``RedisStreamSpout`` can read it.
+
+``commit(txid)``: ``WATCH`` the partition's txid key, read it, decide; then one
+``MULTI``/``EXEC`` with the batch's ``XADD``s and the ``SET`` of the txid. Redis runs
+it whole or, if the txid key changed since the ``WATCH`` (a zombie of this partition
+committed), not at all: the state reads again and decides again. A client that dies
+before ``EXEC`` leaves nothing (Redis drops a queued transaction with its connection).
+Redis does not roll back a command that fails inside ``EXEC``, so everything that could
+fail is checked before ``MULTI``: each value's type (str, bytes, int, float), and that
+the stream key holds a stream (or nothing).
+
+Layout: the stream ``<stream>``; the txid of partition ``p`` in the string key
+``<txid_prefix><p>`` (default ``<stream>:txid:``), one key per partition so partitions
+never make one another's ``WATCH`` fail. ``maxlen`` (default None: unbounded, the
+consumers' business) trims the stream approximately on each ``XADD``. Durability is
+Redis's persistence setting (``appendonly yes``): without it a restart of Redis loses
+rows and txids alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tupletree.extras import require
+from tupletree.redact import redact, scrub, secrets
+from tupletree.store import StoreError
+from tupletree.trident.state.base import State
+from tupletree.trident.state.sinks.base import SinkFactory, SinkState, decide
+
+MAX_ATTEMPTS = 20
+SOCKET_TIMEOUT_SECS = 10.0
+_FIELD_TYPES = (str, bytes, int, float)
+
+
+class RedisSinkState(SinkState):
+    def __init__(
+        self,
+        url: str,
+        stream: str,
+        columns: Sequence[str] | None,
+        txid_prefix: str,
+        partition: int,
+        maxlen: int | None,
+    ) -> None:
+        redis = require("redis", "redis", "RedisSinkFactory")
+        super().__init__(f"Redis sink stream {stream!r} at {redact(url)}", columns, partition)
+        self._secrets = secrets(url)
+        self._redis = redis
+        self.stream, self.maxlen = stream, maxlen
+        self.txid_key = f"{txid_prefix}{partition}"
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=SOCKET_TIMEOUT_SECS, socket_connect_timeout=SOCKET_TIMEOUT_SECS
+        )
+
+    def last_committed_txid(self) -> int | None:
+        raw = self._call(lambda: self.client.get(self.txid_key))
+        return None if raw is None else int(raw)
+
+    def _call(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except (self._redis.ConnectionError, self._redis.TimeoutError) as exc:
+            message = f"{self.where}: {scrub(str(exc), self._secrets)}"
+            raise StoreError(message, store=self.where) from None
+
+    def _entry(self, row: list[Any]) -> dict[str, Any]:
+        assert self.columns is not None
+        for column, value in zip(self.columns, row, strict=True):
+            if isinstance(value, bool) or not isinstance(value, _FIELD_TYPES):
+                raise TypeError(
+                    f"{self.where}: column {column!r} holds {type(value).__name__} "
+                    f"{value!r}; a stream field takes str, bytes, int or float"
+                )
+        return dict(zip(self.columns, row, strict=True))
+
+    def write(self, txid: int | None, rows: list[list[Any]]) -> bool:
+        entries = [self._entry(row) for row in rows]
+        return bool(self._call(lambda: self._write(txid, entries)))
+
+    def _write(self, txid: int | None, entries: list[dict[str, Any]]) -> bool:
+        for _ in range(MAX_ATTEMPTS):
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(self.txid_key)
+                    kind = pipe.type(self.stream)
+                    if kind not in (b"none", b"stream"):
+                        raise TypeError(f"{self.where}: the key holds a {kind.decode()}")
+                    raw = pipe.get(self.txid_key)
+                    last = None if raw is None else int(raw)
+                    if not decide(txid, last, partition=self.partition):
+                        return False
+                    pipe.multi()
+                    for entry in entries:
+                        pipe.xadd(self.stream, entry, maxlen=self.maxlen, approximate=True)
+                    if txid is not None:
+                        pipe.set(self.txid_key, txid)
+                    pipe.execute()
+                    return True
+                except self._redis.WatchError:
+                    continue  # the txid key moved: read it again and decide again
+        raise StoreError(
+            f"{self.where}: partition {self.partition}'s txid key changed on each of "
+            f"{MAX_ATTEMPTS} tries (another writer of this partition?)",
+            store=self.where,
+        )
+
+
+class RedisSinkFactory(SinkFactory):
+    store_kind = "redis"
+
+    def __init__(
+        self,
+        stream: str,
+        url: str = "redis://127.0.0.1:6379/0",
+        columns: Sequence[str] | None = None,
+        *,
+        txid_prefix: str | None = None,
+        maxlen: int | None = None,
+    ) -> None:
+        if not isinstance(stream, str) or not stream:
+            raise ValueError(f"Redis sink stream must be a non-empty str, got {stream!r}")
+        if maxlen is not None and (not isinstance(maxlen, int) or maxlen < 1):
+            raise ValueError(f"Redis sink maxlen must be None or an int >= 1, got {maxlen!r}")
+        self.stream, self.url, self.maxlen = stream, url, maxlen
+        self.columns = None if columns is None else list(columns)
+        self.txid_prefix = f"{stream}:txid:" if txid_prefix is None else txid_prefix
+
+    def make_state(
+        self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
+    ) -> State:
+        return RedisSinkState(
+            self.url, self.stream, self.columns, self.txid_prefix, partition_index, self.maxlen
+        )

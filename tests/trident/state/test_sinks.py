@@ -1,0 +1,212 @@
+"""The exactly-once sinks on real SQLite, PostgreSQL and Redis: a committed txid is
+skipped, rows and txid land together or not at all, partitions keep their own txids,
+and a restarted task (a new state for the same partition) knows what was committed."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.trident.state.backends import PG_DSN, REDIS_URL
+from tupletree.trident.state import BatchBehindError, StateType
+from tupletree.trident.state.sinks import (
+    PostgresSinkFactory,
+    RedisSinkFactory,
+    SinkUpdater,
+    SqliteSinkFactory,
+    decide,
+)
+
+
+@dataclass
+class Sink:
+    factory: Any
+    rows: Any  # () -> list of rows, in write order
+    bad_row: list  # a row the store refuses (after the good ones are in the transaction)
+
+
+def _sqlite(tmp_path) -> Iterator[Sink]:
+    path = str(tmp_path / "sink.db")
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE events (word TEXT NOT NULL, n INTEGER)")
+
+    def rows():
+        with sqlite3.connect(path) as db:
+            return [list(r) for r in db.execute("SELECT word, n FROM events ORDER BY rowid")]
+
+    yield Sink(SqliteSinkFactory(path, "events", ["word", "n"]), rows, [None, 1])
+
+
+def _postgres(tmp_path) -> Iterator[Sink]:
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        conn = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=3)
+    except psycopg.Error as exc:
+        pytest.skip(f"PostgreSQL at {PG_DSN} is not reachable: {exc}")
+    table = f"sink_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE TABLE {table} (id bigserial, word text NOT NULL, n integer)")
+
+    def rows():
+        return [list(r) for r in conn.execute(f"SELECT word, n FROM {table} ORDER BY id")]
+
+    yield Sink(PostgresSinkFactory(PG_DSN, table, ["word", "n"]), rows, [None, 1])
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute("DELETE FROM tupletree_sink_txids WHERE sink = %s", [table])
+    conn.close()
+
+
+def _redis(tmp_path) -> Iterator[Sink]:
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis at {REDIS_URL} is not reachable: {exc}")
+    stream = f"test-sink-{uuid.uuid4().hex[:8]}"
+
+    def rows():
+        return [[f[b"word"].decode(), int(f[b"n"])] for _id, f in client.xrange(stream)]
+
+    yield Sink(RedisSinkFactory(stream, REDIS_URL, ["word", "n"]), rows, [{"no": 1}, 1])
+    client.delete(stream, *client.keys(f"{stream}:txid:*"))
+    client.close()
+
+
+OPENERS = {"sqlite": _sqlite, "postgresql": _postgres, "redis": _redis}
+
+
+@pytest.fixture(params=sorted(OPENERS))
+def sink(request, tmp_path) -> Iterator[Sink]:
+    opened = OPENERS[request.param](tmp_path)
+    yield next(opened)
+    next(opened, None)
+
+
+def commit(state, txid, rows) -> None:
+    state.begin_commit(txid)
+    state.add(rows)
+    state.commit(txid)
+
+
+def test_a_committed_txid_is_skipped(sink: Sink) -> None:
+    """A batch replayed after its commit (its ack lost) writes nothing; so does the same
+    txid at a restarted task (a new state for the partition)."""
+    state = sink.factory.make_state({}, None, 0, 1)
+    commit(state, 1, [["the", 1], ["cow", 2]])
+    commit(state, 1, [["the", 1], ["cow", 2]])
+    restarted = sink.factory.make_state({}, None, 0, 1)
+    assert restarted.last_committed_txid() == 1
+    commit(restarted, 1, [["the", 1], ["cow", 2]])
+    commit(restarted, 2, [["moon", 3]])
+    assert sink.rows() == [["the", 1], ["cow", 2], ["moon", 3]]
+    assert state.last_committed_txid() == 2
+
+
+def test_rows_and_txid_land_together_or_not_at_all(sink: Sink) -> None:
+    """The third row is refused inside the transaction: neither the two before it nor
+    the txid are seen; the replay then writes the batch."""
+    state = sink.factory.make_state({}, None, 0, 1)
+    commit(state, 1, [["a", 1]])
+    state.begin_commit(2)
+    state.add([["b", 2], ["c", 3], sink.bad_row])
+    with pytest.raises((RuntimeError, TypeError), match=r"sink .*"):
+        state.commit(2)
+    assert sink.rows() == [["a", 1]]
+    assert state.last_committed_txid() == 1
+    commit(state, 2, [["b", 2], ["c", 3]])
+    assert sink.rows() == [["a", 1], ["b", 2], ["c", 3]]
+    assert state.last_committed_txid() == 2
+
+
+def test_partitions_keep_their_own_txids(sink: Sink) -> None:
+    p0, p1 = (sink.factory.make_state({}, None, p, 2) for p in range(2))
+    commit(p0, 1, [["p0", 1]])
+    commit(p0, 2, [["p0", 2]])
+    commit(p1, 1, [["p1", 1]])  # not skipped for partition 0's txid 2
+    commit(p1, 1, [["p1", 1]])
+    assert (p0.last_committed_txid(), p1.last_committed_txid()) == (2, 1)
+    assert sorted(sink.rows()) == [["p0", 1], ["p0", 2], ["p1", 1]]
+
+
+def test_a_batch_behind_the_last_commit_is_refused(sink: Sink) -> None:
+    """A zombie's late commit of an older txid: refused, nothing written."""
+    state = sink.factory.make_state({}, None, 0, 1)
+    commit(state, 5, [["x", 5]])
+    with pytest.raises(BatchBehindError, match=r"Current batch \(4\) is behind .*partition 0"):
+        commit(state, 4, [["x", 4]])
+    commit(state, None, [["drpc", 0]])  # no txid: written, nothing recorded
+    assert sink.rows() == [["x", 5], ["drpc", 0]]
+    assert state.last_committed_txid() == 5
+
+
+def test_the_updater_hands_tuples_over_as_rows(sink: Sink) -> None:
+    class T:
+        def __init__(self, *values):
+            self.values = list(values)
+            self.fields = ["word", "n"]
+
+    state = sink.factory.make_state({}, None, 0, 1)
+    state.begin_commit(1)
+    SinkUpdater().update_state(state, [T("a", 1), T("b", 2)], collector=None)
+    state.commit(1)
+    assert sink.rows() == [["a", 1], ["b", 2]]
+    state.begin_commit(2)
+    with pytest.raises(ValueError, match=r"a row of 1 values \['a'\] for the 2 columns"):
+        state.add([["a"]])
+
+
+def test_a_redis_transaction_that_fails_before_exec_leaves_nothing(tmp_path) -> None:
+    """Redis has no rollback: the XADDs of a batch are queued behind MULTI and sent with
+    EXEC; a failure while queueing (here, the txid SET) sends none of them."""
+    opened = _redis(tmp_path)
+    sink = next(opened)
+    try:
+        state = sink.factory.make_state({}, None, 0, 1)
+        commit(state, 1, [["a", 1]])
+        real = state.client.pipeline
+
+        def failing_pipeline(*args, **kwargs):
+            pipe = real(*args, **kwargs)
+
+            def refuse(*_a, **_k):
+                raise ConnectionError("killed between the XADDs and EXEC")
+
+            pipe.set = refuse
+            return pipe
+
+        state.client.pipeline = failing_pipeline
+        with pytest.raises(ConnectionError):
+            commit(state, 2, [["b", 2], ["c", 3]])
+        state.client.pipeline = real
+        assert sink.rows() == [["a", 1]]
+        assert state.last_committed_txid() == 1
+    finally:
+        next(opened, None)
+
+
+def test_sink_factories_declare_what_the_planner_checks() -> None:
+    for factory in (
+        SqliteSinkFactory("x.db", "t", ["a"]),
+        PostgresSinkFactory(PG_DSN, "t", ["a"]),
+        RedisSinkFactory("s"),
+    ):
+        assert factory.state_type is StateType.TRANSACTIONAL
+        assert factory.requires_deterministic_batches is True
+        assert factory.shared_across_hosts is (not isinstance(factory, SqliteSinkFactory))
+    with pytest.raises(ValueError, match=r"SQLite sink table 'bad name' must be letters"):
+        SqliteSinkFactory("x.db", "bad name")
+    with pytest.raises(ValueError, match=r"maxlen must be None or an int >= 1, got 0"):
+        RedisSinkFactory("s", maxlen=0)
+
+
+def test_decide() -> None:
+    assert decide(1, None, partition=0) and decide(3, 2, partition=0)
+    assert decide(None, 7, partition=0)
+    assert not decide(2, 2, partition=0)
+    with pytest.raises(BatchBehindError):
+        decide(1, 2, partition=0)
