@@ -28,8 +28,14 @@ _CRASHES: dict[str, Crash] = {}
 
 
 class Crash:
-    def __init__(self, when: Callable[[Sequence[Write]], bool]) -> None:
+    """``on_crash`` runs at the crash, on the thread that wrote (to copy what lives
+    outside the store as it was at that moment: a queue file, say)."""
+
+    def __init__(
+        self, when: Callable[[Sequence[Write]], bool], on_crash: Callable[[], None] | None = None
+    ) -> None:
         self.when = when
+        self.on_crash = on_crash
         self.name = f"crash-{uuid.uuid4().hex[:8]}"
         self.crashed = False
         _CRASHES[self.name] = self
@@ -60,6 +66,8 @@ class CrashingStore(Store):
         applied = self.inner.apply(writes, expect)
         if applied and self.crash.when(writes):
             self.crash.crashed = True
+            if self.crash.on_crash is not None:
+                self.crash.on_crash()
         return applied
 
     def close(self) -> None:
