@@ -30,6 +30,12 @@ FORBIDDEN = {
     - {"store", "redact", "extras", "__init__", "__pycache__"},
     # Trident's states: decisions and storage, driven by trident's committer bolts.
     "trident/state": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    # A windowed bolt is a plain Bolt to the runtime, like a connector.
+    "windowing": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    # Stateful bolts are plain Spouts and Bolts over the store; the topology layer
+    # reaches them only through its generic plan_topology hook; persistent windows
+    # (windowing/) build on them, not the other way round.
+    "state": {"runtime", "distributed", "spark", "local", "windowing", "trident"} | _SERVICES,
 }
 
 
@@ -70,3 +76,8 @@ def test_distributed_uses_no_spark_api() -> None:
                 if node.module != "pyspark" or names != {"cloudpickle"}:
                     uses[path.name] = node.module
     assert uses == {}
+
+
+def test_topology_knows_nothing_of_state() -> None:
+    """topology/ wires stateful bolts through plan_topology only: it imports no state/."""
+    assert [p.name for p in (SRC / "topology").rglob("*.py") if "state" in imported(p)] == []

@@ -47,6 +47,10 @@ class Config:
     # Storm's: a worker whose loop reports nothing for this long is hung, and is killed
     # and restarted (SparkCluster; LocalCluster's one worker is the caller's process).
     SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    # Windowed bolts (tupletree.windowing), not Storm's: the most events one windowed
+    # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
+    # failed at once, so its spout replays it (windowing/executor.py).
+    TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
 
     # Stateful bolts (tupletree.state): Storm's checkpoint keys, and the aligned mode
     # (beyond Storm: docs/state.md).
@@ -167,6 +171,8 @@ SETTINGS: dict[str, Setting] = {
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG: Setting(None, _mapping),
     Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: Setting(1000, _int(100, 86_400_000)),
     Config.TOPOLOGY_STATE_CHECKPOINT_MODE: Setting("storm", _choice("storm", "aligned")),
+    # Windowed bolts (tupletree.windowing).
+    Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

@@ -29,6 +29,7 @@ from tupletree.topology.components import (
     StreamSpec,
     check_called_methods,
     declared_streams,
+    runtime_component,
 )
 from tupletree.topology.groupings import CustomStreamGrouping, Grouping
 
@@ -215,7 +216,9 @@ class TopologyBuilder:
         parallelism: int = 1,
         tasks: int | None = None,
     ) -> BoltDeclarer:
-        spec = ComponentSpec(component_id, bolt, BOLT, parallelism, tasks or parallelism)
+        spec = ComponentSpec(
+            component_id, runtime_component(bolt), BOLT, parallelism, tasks or parallelism
+        )
         self._specs.append(spec)
         return BoltDeclarer(spec)
 

@@ -17,6 +17,11 @@ Lifecycle contracts (what the runtime calls, in order), per task:
 All calls for one task happen on one thread, never concurrently, so components need no
 locks. Every method has a do-nothing default and ``__init__`` need not be called.
 Each task gets its own copy of the component (a pickle round trip), as in Storm.
+
+An object that is not itself what the runtime runs may offer ``_runtime_bolt()``:
+``TopologyBuilder.set_bolt`` then runs the Bolt it returns (``runtime_component``). A
+``tupletree.windowing.WindowedBolt``, whose ``execute`` takes a window, is set this way
+(Storm's ``setBolt(id, IWindowedBolt)`` wraps it in a WindowedBoltExecutor likewise).
 """
 
 from __future__ import annotations
@@ -151,6 +156,13 @@ class BasicBolt(_Component):
 
     def cleanup(self) -> None:
         pass
+
+
+def runtime_component(obj: Any) -> Any:
+    """What the runtime runs for ``obj``: what its ``_runtime_bolt()`` returns, if it
+    has one (a windowed bolt's executor), else ``obj`` itself."""
+    make = getattr(obj, "_runtime_bolt", None)
+    return obj if make is None else make()
 
 
 def declared_streams(component_id: str, component: Any) -> dict[str, StreamSpec]:

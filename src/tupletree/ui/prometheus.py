@@ -9,7 +9,9 @@ so the number of series is bounded by the number of tasks).
 Failed trees are split by ``reason``: ``timeout`` (the tree outlived the message timeout)
 and ``explicit`` (a bolt failed a tuple of it). A ReliableSpout's messages that used up
 their retries are ``tupletree_spout_retries_exhausted_total``: a message counts there
-once, after its last failed tree was counted under its reason.
+once, after its last failed tree was counted under its reason. A windowed bolt task's
+window: ``tupletree_window_held_events``, ``tupletree_window_watermark_seconds``,
+``tupletree_window_late_tuples_total``.
 
 Histograms are rebuilt from tupletree's own log-linear buckets (~12% wide), each counted
 under the first Prometheus bound at or above its upper edge: a bucket is never counted
@@ -166,6 +168,22 @@ class ClusterCollector(Collector):
             "Resident memory of the worker's current process.",
             labels=["topology", "worker", "host"],
         )
+        window_held = GaugeMetricFamily(
+            "tupletree_window_held_events",
+            "Events a windowed bolt task holds in its window (its cap: "
+            "tupletree.window.max.events).",
+            labels=TASK_LABELS,
+        )
+        window_watermark = GaugeMetricFamily(
+            "tupletree_window_watermark_seconds",
+            "A windowed bolt task's watermark, in event-time seconds (absent before the first).",
+            labels=TASK_LABELS,
+        )
+        window_late = CounterMetricFamily(
+            "tupletree_window_late_tuples",
+            "Tuples a windowed bolt task received behind its watermark.",
+            labels=TASK_LABELS,
+        )
         cluster = self.cluster
         for name in cluster.topologies():
             try:
@@ -201,6 +219,14 @@ class ClusterCollector(Collector):
                         queued.add_metric(labels, float(t["queued"]))
                     if "queue_limit" in t:
                         capacity.add_metric(labels, float(t["queue_limit"]))
+                for task, w in entry.get("custom", {}).get("window", {}).items():
+                    if not isinstance(w, Mapping):
+                        continue
+                    labels = [name, cid, str(task)]
+                    window_held.add_metric(labels, float(w.get("held", 0)))
+                    window_late.add_metric(labels, float(w.get("late", 0)))
+                    if isinstance(w.get("watermark_ms"), int | float):
+                        window_watermark.add_metric(labels, w["watermark_ms"] / 1e3)
                 per_task = entry.get("custom", {}).get("retries_exhausted", {})
                 for task, value in per_task.items():
                     if isinstance(value, int | float):
@@ -227,3 +253,6 @@ class ClusterCollector(Collector):
         yield capacity
         yield restarts
         yield memory
+        yield window_held
+        yield window_watermark
+        yield window_late

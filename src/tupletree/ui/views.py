@@ -6,7 +6,8 @@ names where Storm has the figure (``emitted``, ``transferred``, ``executed``, ``
 ``failed``, ``completeLatency``, ``executeLatency``, ``processLatency``, ``capacity``,
 latencies in milliseconds as strings-free numbers); tupletree's own figures are added
 under names in the same style (``timedOut``, ``pending``, ``queued``,
-``queueCapacity``, ``rates``). Counts are totals since submit (Storm's ``:all-time``
+``queueCapacity``, ``rates``, and a windowed bolt's ``window``: see
+``window_summary``). Counts are totals since submit (Storm's ``:all-time``
 window); ``rates`` and ``capacity`` cover the history's rate window.
 
 A topology's id is its name: ``/api/v1/topology/<name>`` addresses it.
@@ -127,6 +128,46 @@ def _bolt(m: Mapping[str, Any], rates: Mapping[str, float] | None, basic: bool) 
     }
 
 
+def window_task(m: Mapping[str, Any]) -> dict[str, Any]:
+    """One task's ``window`` metric (tupletree.windowing's executor) in REST names."""
+    return {
+        "window": m.get("window"),
+        "watermark": m.get("watermark_ms"),
+        "held": m.get("held", 0),
+        "cap": m.get("cap"),
+        "lateTuples": m.get("late", 0),
+        "windows": m.get("windows", 0),
+        "failedWindows": m.get("failed_windows", 0),
+        "refused": m.get("refused", 0),
+        "lastWindowSize": m.get("last_window_size", 0),
+        "sessions": m.get("sessions"),
+    }
+
+
+def window_summary(per_task: Mapping[Any, Any]) -> dict[str, Any] | None:
+    """A windowed bolt's ``window`` metrics over its tasks (None for other bolts):
+    counts summed; ``watermark`` the lowest of the tasks that have one (ms of event
+    time: how far the bolt's slowest task has got), None while none has;
+    ``lastWindowSize`` the largest; ``cap`` per task."""
+    tasks = [window_task(m) for m in per_task.values() if isinstance(m, Mapping)]
+    if not tasks:
+        return None
+    marks = [t["watermark"] for t in tasks if isinstance(t["watermark"], int | float)]
+    sessions = [t["sessions"] for t in tasks if isinstance(t["sessions"], int)]
+    out = {"window": tasks[0]["window"], "cap": tasks[0]["cap"], "tasks": len(tasks)}
+    for key in ("held", "lateTuples", "windows", "failedWindows", "refused"):
+        out[key] = sum(t[key] for t in tasks if isinstance(t[key], int | float))
+    out["watermark"] = min(marks) if marks else None
+    out["lastWindowSize"] = max(t["lastWindowSize"] for t in tasks)
+    out["sessions"] = sum(sessions) if sessions else None
+    return out
+
+
+def _window(m: Mapping[str, Any]) -> dict[str, Any]:
+    summary = window_summary(m.get("custom", {}).get("window", {}))
+    return {} if summary is None else {"window": summary}
+
+
 def _last_error(errors: list[dict[str, Any]], cid: str) -> str:
     for err in reversed(errors):
         if err["component"] == cid:
@@ -195,6 +236,7 @@ def topology_page(
                 {"boltId": spec.id, "encodedBoltId": spec.id}
                 | base
                 | _bolt(m, comp_rates.get(spec.id), spec.is_basic)
+                | _window(m)
             )
     acker = metrics.get(ACKER_COMPONENT)
     ackers = None
@@ -264,11 +306,14 @@ def component_page(
             )
         else:
             stats |= _bolt(tm | {"execute_latency_p99_ms": None}, tr, basic)
+            window = m.get("custom", {}).get("window", {}).get(task)
+            if isinstance(window, Mapping):
+                stats["window"] = window_task(window)
         executor_stats.append(stats)
     parsed = [e for e in (parse_error(x) for x in errors) if e["component"] == cid]
     kind = "spout" if is_spout else "bolt"
     comp_rates = rates.get("components", {}).get(cid)
-    stats = _spout(m, comp_rates) if is_spout else _bolt(m, comp_rates, basic)
+    stats = _spout(m, comp_rates) if is_spout else _bolt(m, comp_rates, basic) | _window(m)
     inputs = (
         [
             {"component": s.source, "stream": s.stream, "grouping": s.grouping.kind}

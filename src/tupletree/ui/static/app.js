@@ -382,6 +382,29 @@ function drawStalls(topo) {
   }
 }
 
+// Windowed bolts (tupletree.windowing): one row each, the card hidden when none.
+function drawWindows(topo) {
+  const bolts = topo.bolts.filter((b) => b.window);
+  const card = $("windows-card");
+  card.hidden = !bolts.length;
+  if (!bolts.length) return;
+  const body = $("windows").tBodies[0];
+  body.replaceChildren();
+  for (const b of bolts) {
+    const w = b.window;
+    const sessions = w.sessions === null ? "" : ` (${count(w.sessions)} sessions)`;
+    body.appendChild(h("tr", { "data-id": b.boltId },
+      h("td", { text: b.boltId }), h("td", { text: (w.window || "") + sessions }),
+      h("td", { class: "num", text: w.watermark === null ? "–" : count(w.watermark) }),
+      h("td", { class: "num", text: `${count(w.held)} / ${count(w.cap * w.tasks)}` }),
+      h("td", { class: "num", text: count(w.lateTuples) }),
+      h("td", { class: "num", text: count(w.windows) }),
+      h("td", { class: "num", text: count(w.lastWindowSize) }),
+      h("td", { class: "num", text: count(w.failedWindows) }),
+      h("td", { class: "num", text: count(w.refused) })));
+  }
+}
+
 function drawTiles(topo, history) {
   const last = history.timeline.length ? history.timeline[history.timeline.length - 1] : null;
   $("t-acked").textContent = last ? rate(last.acked) : "–";
@@ -436,6 +459,7 @@ async function refresh() {
     drawGraph(topo);
     drawChart(history);
     drawComponents(topo);
+    drawWindows(topo);
     drawStalls(topo);
     drawWorkers(topo);
     drawErrors(topo);
