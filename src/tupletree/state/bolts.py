@@ -183,7 +183,9 @@ class StatefulBoltExecutor(_CheckpointBolt):
         super().prepare(conf, context, collector)
         self.held = CheckpointTuples(aligned=self.aligned)
         self.state = self.open_state(conf, context)
-        self.collector = AckHoldingCollector(collector, context.component_id, self.held)
+        self.collector = AckHoldingCollector(
+            collector, context.component_id, self.held, self.delegate.emits_anchored
+        )
         self._bolt_execute = self.delegate.execute
         self.delegate.prepare(conf, context, self.collector)
 

@@ -75,13 +75,23 @@ class AnchoringCollector:
 class AckHoldingCollector(AnchoringCollector):
     """A stateful bolt's collector: anchored emits only, and ``ack`` held until COMMIT:
     ``ack`` is the bound ``append`` of the held list (``held.acked``, which is cleared,
-    never replaced), the cheapest call there is on a per-tuple path."""
+    never replaced), the cheapest call there is on a per-tuple path.
 
-    __slots__ = ("ack",)
+    ``anchored=False`` lets unanchored emits through: a persistent window's (its
+    window's tuples are copies from the store, not in any tuple tree; Storm's
+    PersistentWindowedBoltExecutor emits unanchored too)."""
 
-    def __init__(self, out: Any, component: str, held: Any) -> None:
+    __slots__ = ("ack", "emit", "emit_direct")
+
+    def __init__(self, out: Any, component: str, held: Any, anchored: bool = True) -> None:
         super().__init__(out, component)
         self.ack = held.acked.append  # type: ignore[method-assign]
+        if anchored:
+            self.emit = super().emit  # type: ignore[method-assign]
+            self.emit_direct = super().emit_direct  # type: ignore[method-assign]
+        else:
+            self.emit = out.emit  # type: ignore[method-assign]
+            self.emit_direct = out.emit_direct  # type: ignore[method-assign]
 
 
 class AnchoringBasicCollector:

@@ -32,6 +32,9 @@ class StatefulBolt:
 
     outputs: list[str] | None = None
     plan_topology = staticmethod(plan_topology)
+    # Every emit must be anchored (Storm's rule for stateful topologies); a persistent
+    # window, whose window holds copies outside any tuple tree, sets this False.
+    emits_anchored = True
 
     def declare_output_fields(self, declarer: Any) -> None:
         """Declare output streams; by default from the class attribute ``outputs``."""

@@ -1,0 +1,104 @@
+"""Components of the persistent-window tests (kept apart so SparkCluster ships them by
+value): a durable numbered source whose acks live in the state store, and a persistent
+window that records, per window, what it saw."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from tupletree import TopologyBuilder
+from tupletree.state.provider import open_state_store
+from tupletree.store import Put
+from tupletree.testing.shared import SharedList
+from tupletree.topology.components import Spout
+from tupletree.windowing import Count, StatefulWindowedBolt
+
+
+class Numbers(Spout):
+    """Emits [n] with message id n for n in 0..total-1 (at most ``limit`` of them in this
+    life), in order; acked ids are kept in the state store (namespace ``numbers``), so a
+    topology submitted again emits only the unacked ones, in order. A failed one comes
+    again first."""
+
+    outputs = ["n"]
+
+    def __init__(self, total: int, limit: int | None = None) -> None:
+        self.total = total
+        self.limit = limit
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.store = open_state_store(conf)
+        acked = {int(k) for k, _ in self.store.items("numbers")}
+        self.todo = deque(n for n in range(self.total) if n not in acked)
+        self.emitted = 0
+
+    def next_tuple(self) -> None:
+        if not self.todo or (self.limit is not None and self.emitted >= self.limit):
+            return
+        n = self.todo.popleft()
+        self.emitted += 1
+        self.collector.emit([n], msg_id=n)
+
+    def ack(self, msg_id: int) -> None:
+        self.store.apply([Put("numbers", str(msg_id), b"1")])
+
+    def fail(self, msg_id: int) -> None:
+        self.todo.appendleft(msg_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class WindowSummary(StatefulWindowedBolt):
+    """Records (last n, first n, size, sum) of each window, read through ``iter()``, and
+    keeps a count of windows in its state."""
+
+    outputs = ["last", "size"]
+
+    def __init__(self, windows: SharedList) -> None:
+        self.windows = windows
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def execute(self, window: Any) -> None:
+        first = last = None
+        size = total = 0
+        for tup in window.iter():
+            n = tup[0]
+            first = n if first is None else min(first, n)
+            last = n if last is None else max(last, n)
+            size += 1
+            total += n
+        self.windows.append((last, first, size, total))
+        self.state.put("windows", self.state.get("windows", 0) + 1)
+        self.collector.emit([last, size])
+
+
+def persistent_window(total: int, windows: SharedList, limit: int | None = None) -> Any:
+    """Numbers -> a Count(10,000) window sliding Count(1,000), at most 1,000 tuples in
+    memory."""
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers(total, limit))
+    bolt = (
+        WindowSummary(windows)
+        .with_window(Count(10_000), Count(1_000))
+        .with_persistence()
+        .with_max_events_in_memory(1_000)
+    )
+    b.set_bolt("window", bolt).shuffle_grouping("numbers")
+    return b.create_topology()
+
+
+def reference_windows(total: int) -> dict[int, tuple[int, int, int, int]]:
+    """What a Count(10,000)/Count(1,000) window over 0..total-1 fires, by last n."""
+    out = {}
+    for end in range(1_000, total + 1, 1_000):
+        first = max(0, end - 10_000)
+        out[end - 1] = (end - 1, first, end - first, sum(range(first, end)))
+    return out
