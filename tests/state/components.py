@@ -152,3 +152,63 @@ def committed(provider_store: Any, component: str = "count", tasks: int = 2) -> 
         state._prepared = {}  # only what is committed
         merged.update(dict(state))
     return merged
+
+
+class SelfKillingWordCount(StatefulWordCount):
+    """StatefulWordCount whose worker process SIGKILLs itself at chosen checkpoint
+    hooks: ``kills`` lists (hook name, txid); each happens once in the whole topology
+    (the first task to reach it creates a flag file in ``flags``, exclusively)."""
+
+    def __init__(self, flags: str, kills: list[tuple[str, int]]) -> None:
+        self.flags = flags
+        self.kills = kills
+
+    def _maybe_die(self, hook: str, txid: int) -> None:
+        import os
+        import signal
+
+        if (hook, txid) not in self.kills:
+            return
+        try:
+            fd = os.open(os.path.join(self.flags, f"{hook}-{txid}"), os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def pre_prepare(self, txid: int) -> None:
+        self._maybe_die("pre_prepare", txid)
+
+    def pre_commit(self, txid: int) -> None:
+        self._maybe_die("pre_commit", txid)
+
+
+def self_killing_word_count(
+    n: int, deliveries: SharedList, flags: str, kills: list[tuple[str, int]], sources: int = 2
+) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("source", StoreQueue(n, deliveries), sources)
+    b.set_bolt("split", SplitWords(), sources).shuffle_grouping("source")
+    b.set_bolt("count", SelfKillingWordCount(flags, kills), 2).fields_grouping("split", ["word"])
+    return b.create_topology()
+
+
+def check_counts(store: Any, n: int, delivered: dict[int, int], exact: bool) -> set[Any]:
+    """Assert what a word count's committed state says after kills: every input word
+    applied once (``exact``), or once or twice, the counts exceeding the true ones by
+    exactly the words applied twice, each of an input delivered more than once. Returns
+    the (input, position) pairs applied twice."""
+    from collections import Counter
+
+    state = committed(store)
+    applied = {k[1:]: v for k, v in state.items() if isinstance(k, tuple)}
+    counts = {k: v for k, v in state.items() if not isinstance(k, tuple)}
+    assert set(applied) == {(i, p) for i in range(n) for p in range(len(sentence(i)))}
+    assert set(applied.values()) <= {1, 2}
+    twice = {(i, p) for (i, p), v in applied.items() if v == 2}
+    excess = Counter(sentence(i)[p] for i, p in twice)
+    assert Counter(counts) == Counter(expected_counts(n)) + excess
+    assert all(delivered.get(i, 0) > 1 for i, _ in twice)
+    if exact:
+        assert twice == set(), f"applied twice: {sorted(twice)[:10]}"
+    return twice

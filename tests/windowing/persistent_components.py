@@ -102,3 +102,49 @@ def reference_windows(total: int) -> dict[int, tuple[int, int, int, int]]:
         first = max(0, end - 10_000)
         out[end - 1] = (end - 1, first, end - first, sum(range(first, end)))
     return out
+
+
+class DyingWindowSummary(WindowSummary):
+    """WindowSummary whose worker process SIGKILLs itself, once in the topology's life
+    (a flag file says it happened), at the first window whose last input is at least
+    ``die_at``."""
+
+    def __init__(self, windows: SharedList, flag: str, die_at: int) -> None:
+        super().__init__(windows)
+        self.flag = flag
+        self.die_at = die_at
+
+    def execute(self, window: Any) -> None:
+        import os
+        import signal
+
+        super().execute(window)
+        if self.windows.items()[-1][0] >= self.die_at:
+            try:
+                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def dying_persistent_window(total: int, windows: SharedList, flag: str, die_at: int) -> Any:
+    """Numbers -> a Count(1,000) window sliding Count(100), at most 100 in memory, whose
+    worker dies once after ``die_at`` inputs."""
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers(total))
+    bolt = (
+        DyingWindowSummary(windows, flag, die_at)
+        .with_window(Count(1_000), Count(100))
+        .with_persistence()
+        .with_max_events_in_memory(100)
+    )
+    b.set_bolt("window", bolt).shuffle_grouping("numbers")
+    return b.create_topology()
+
+
+def reference_small_windows(total: int) -> dict[int, tuple[int, int, int, int]]:
+    out = {}
+    for end in range(100, total + 1, 100):
+        first = max(0, end - 1_000)
+        out[end - 1] = (end - 1, first, end - first, sum(range(first, end)))
+    return out

@@ -157,3 +157,47 @@ def test_a_persistent_window_killed_after_25000_inputs_goes_on_as_if_not():
     assert min(again) <= committed + 1_000
     assert {w[0]: w for w in first_life.items()}.items() <= windows["reference"].items()
     forget(store)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_persistent_window_on_spark_survives_a_sigkill(spark, tmp_path):
+    """SparkCluster, SQLite state: the window bolt's worker SIGKILLs itself after 2,500
+    of 3,000 inputs; Spark starts it again, the window comes back from the last
+    checkpoint, and every window either life reported is the unkilled window's (the ones
+    after the last checkpoint twice), none missing; with a 4 s timeout and a window
+    spanning about 10 s, only the trees in flight at the kill timed out."""
+    import time
+
+    from tupletree.spark.cluster import SparkCluster
+
+    from .persistent_components import dying_persistent_window, reference_small_windows
+
+    total = 3_000
+    windows = SharedList("windows")
+    conf = {
+        Config.TOPOLOGY_STATE_PROVIDER: "sqlite",
+        Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"path": str(tmp_path / "state.db")},
+        Config.TOPOLOGY_WORKERS: 2,
+        Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 4,
+        Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 500,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 50,  # about 100 inputs a second
+    }
+    flag = str(tmp_path / "died")
+    topology = dying_persistent_window(total, windows, flag, die_at=2_500)
+    expected = reference_small_windows(total)
+    with SparkCluster(spark) as cluster:
+        cluster.submit_topology("pw", conf, topology)
+        deadline = time.monotonic() + 180
+        while {w[0] for w in windows.items()} != set(expected):
+            assert time.monotonic() < deadline, "not every window came"
+            time.sleep(0.5)
+        assert sum(cluster.worker_restarts("pw").values()) >= 1
+        spout = cluster.metrics("pw")["numbers"]
+        cluster.kill_topology("pw")
+    # Only the trees in flight when the worker died timed out (that is how they come
+    # again): at most max spout pending of them, however long the window is.
+    assert spout["timed_out"] <= 50
+    seen = windows.items()
+    assert all(expected[w[0]] == w for w in seen)
+    assert len(seen) > len(expected), "no window came twice: the kill missed"
