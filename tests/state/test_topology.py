@@ -381,3 +381,27 @@ def test_word_count_killed_and_submitted_again(
         # recovery commits it) or committed: the inputs it held were acked nowhere, so
         # the source sends them again and they are applied a second time.
         assert twice, "Storm's mode killed after the commit decision: its held acks were lost"
+
+
+def test_state_is_found_by_task_index_when_other_components_change_their_tasks(
+    provider: Provider,
+):
+    """State is kept per ``<component>-<task index>``: a topology submitted again with
+    another component's task count changed (which moves every global task id after it,
+    as a rebalance of that component would) finds each count task's committed state."""
+    n = 30
+    with LocalCluster(simulate_time=True) as cluster:
+        cluster.submit_topology("wc", provider.conf, word_count(n, sources=1))
+        run_until(cluster, all_acked(provider, n), "all acked")
+    b = TopologyBuilder()
+    b.set_spout("source", StoreQueue(2 * n))  # n more messages on top of the first n
+    # "a-split" sorts before "count": with 3 tasks it moves count's global task ids.
+    b.set_bolt("a-split", SplitWords(), 3).shuffle_grouping("source")
+    b.set_bolt("count", StatefulWordCount(), 2).fields_grouping("a-split", ["word"])
+    with LocalCluster(simulate_time=True) as cluster:
+        cluster.submit_topology("wc", provider.conf, b.create_topology())
+        assert cluster._workers["wc"].layout.component_to_tasks["count"] == [6, 7]  # was [3, 4]
+        run_until(cluster, all_acked(provider, 2 * n), "all acked")
+        assert cluster.errors("wc") == []
+    counts = {k: v for k, v in committed(provider.open()).items() if not isinstance(k, tuple)}
+    assert counts == expected_counts(2 * n)

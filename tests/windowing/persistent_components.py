@@ -148,3 +148,22 @@ def reference_small_windows(total: int) -> dict[int, tuple[int, int, int, int]]:
         first = max(0, end - 1_000)
         out[end - 1] = (end - 1, first, end - first, sum(range(first, end)))
     return out
+
+
+class CountingWindows(StatefulWindowedBolt):
+    """A plain (in-memory) stateful window: keeps how many windows and tuples it saw in
+    its state and emits each window's sum."""
+
+    outputs = ["sum"]
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def execute(self, window: Any) -> None:
+        values = [t[0] for t in window.get()]
+        self.state.put("windows", self.state.get("windows", 0) + 1)
+        self.state.put("seen", self.state.get("seen", 0) + len(window.get_new()))
+        self.collector.emit([sum(values)])

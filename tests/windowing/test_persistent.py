@@ -201,3 +201,33 @@ def test_a_persistent_window_on_spark_survives_a_sigkill(spark, tmp_path):
     seen = windows.items()
     assert all(expected[w[0]] == w for w in seen)
     assert len(seen) > len(expected), "no window came twice: the kill missed"
+
+
+def test_a_plain_stateful_window_keeps_state_and_holds_acks_to_the_commit(sim_cluster):
+    """Without persistence: an in-memory window (get_new works), the user's state
+    checkpointed, and the expired tuples' acks held until the checkpoint commits."""
+    from tupletree import TopologyBuilder
+    from tupletree.state.kv import KeyValueState
+    from tupletree.testing import AckFailTracker, FeederSpout
+
+    from .persistent_components import CountingWindows
+
+    name = f"plain-{uuid.uuid4().hex}"
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["n"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("w", CountingWindows().with_tumbling_window(Count(3))).shuffle_grouping("feed")
+    conf = {Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"name": name}}
+    sim_cluster.submit_topology("plain", conf, b.create_topology())
+    assert sim_cluster.wait_idle()
+    for n in range(7):
+        feeder.feed([n], msg_id=n)
+    assert sim_cluster.wait_idle()
+    assert tracker.acked == set()  # 0..2 left the first window, but no commit yet
+    sim_cluster.advance_time(1)
+    assert tracker.acked == {0, 1, 2}  # 3..5 still in their window, 6 in the next
+    state = KeyValueState(MemoryStore(name), "w-0")
+    assert (state.get("windows"), state.get("seen")) == (2, 6)
+    assert sim_cluster.errors("plain") == []
+    forget(name)
