@@ -43,6 +43,9 @@ A spout takes part by having (duck-typed, see ``Rewindable``)::
                            # forgetting every message in flight
     committed(position)    # optional: everything before ``position`` is in committed
                            # state for good (a queue may delete it, Kafka commit it)
+    lost_position() -> bool  # optional: True when it can no longer vouch for its
+                           # position (Kafka after a reconnect): the next PREPARE is
+                           # refused, and the recovery rewinds it
 
 In Storm's mode ``CheckpointedSpout`` is invisible: after ``open`` its ``next_tuple``,
 ``ack`` and ``fail`` are the wrapped spout's own bound methods.
@@ -270,7 +273,8 @@ class CheckpointedSpout(Spout):
         seq, txid, action = step["seq"], step["txid"], step["action"]
         spout = self.delegate
         if action == PREPARE:
-            if not self.initialized or self.failed:
+            lost = getattr(spout, "lost_position", None)
+            if not self.initialized or self.failed or (lost is not None and lost()):
                 self._answer(seq, False)
                 return
             try:
