@@ -405,3 +405,24 @@ def test_state_is_found_by_task_index_when_other_components_change_their_tasks(
         assert cluster.errors("wc") == []
     counts = {k: v for k, v in committed(provider.open()).items() if not isinstance(k, tuple)}
     assert counts == expected_counts(2 * n)
+
+
+class GeneratorCount(StatefulBolt):
+    def execute(self, tup):
+        yield tup
+
+
+class AsyncHook(StatefulBolt):
+    async def pre_commit(self, txid):
+        pass
+
+
+@pytest.mark.parametrize("bolt", [GeneratorCount(), AsyncHook()], ids=["execute", "hook"])
+def test_a_stateful_bolt_whose_methods_would_not_run_is_refused(bolt):
+    """A generator execute or an async hook would run none of its body: refused when
+    the topology is built, naming the component and the method."""
+    b = TopologyBuilder()
+    b.set_spout("source", StoreQueue(1))
+    b.set_bolt("count", bolt).shuffle_grouping("source")
+    with pytest.raises(InvalidTopologyError, match="'count'.*(execute|pre_commit)"):
+        b.create_topology()
