@@ -2,7 +2,12 @@
 and a random worker killed with SIGKILL every few seconds. Exits 1 if a message is lost.
 
     python bench/chaos.py 600                 # ten minutes of chaos, then a drain
-    python bench/chaos.py 60 --kill-every 5   # what .ci/run does
+    python bench/chaos.py 50 --drain 45 --standalone   # what .ci/run does
+
+``--standalone`` runs it on a Spark standalone cluster of two "hosts" (a master and two
+workers on 127.0.0.2 and 127.0.0.3, ``tupletree.spark.standalone``) whose executors'
+own Python has no tupletree: it reaches them in the archive ``tupletree pack`` writes,
+shipped with ``spark.archives``. Without it, on a local master (``local[2,4]``).
 
 Messages go into the SQLite queue (``tupletree.connectors.sqlite_queue``) at ``--rate``
 per second while the chaos lasts; the spout leases them, ``flaky`` fails some trees,
@@ -165,19 +170,74 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=float, default=120.0, help="seconds to settle after")
     parser.add_argument("--sample-every", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--standalone", action="store_true", help="on a standalone cluster of two hosts"
+    )
     args = parser.parse_args(argv)
 
-    from tupletree.spark.cluster import SparkCluster
     from tupletree.spark.errors import SparkUnavailableError
     from tupletree.spark.session import build_local_session
 
+    tmp = tempfile.mkdtemp(prefix="tupletree-chaos-")
+    standalone = None
     try:
-        spark = build_local_session(2)
+        if args.standalone:
+            standalone, spark = start_standalone(Path(tmp))
+        else:
+            spark = build_local_session(2)
     except SparkUnavailableError as exc:  # as the Spark tests do: skip, with the reason
         print(f"chaos: skipped: {exc}")
         return 0
+    try:
+        return soak(args, spark, tmp)
+    finally:
+        spark.stop()
+        if standalone is not None:
+            standalone.stop()
+
+
+def start_standalone(where: Path) -> tuple[Any, Any]:
+    """A master and two 1-core workers on 127.0.0.2/.3, executors on a bare Python, and
+    a session on it that ships them ``tupletree pack``'s archive."""
+    import subprocess
+
+    from tupletree.spark.pack import ARCHIVE_NAME, pack
+    from tupletree.spark.session import build_session
+    from tupletree.spark.standalone import StandaloneCluster
+
+    started = time.monotonic()
+    packed = pack(where / "env.tar.gz")
+    bare = where / "executor-venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    cluster = StandaloneCluster(
+        workers=2, cores=1, executor_python=bare / "bin" / "python3", log_dir=where / "spark"
+    )
+    cluster.start()
+    try:
+        conf = {
+            **cluster.session_conf(),
+            "spark.archives": f"{packed.path}#{ARCHIVE_NAME}",
+            "spark.pyspark.python": f"./{ARCHIVE_NAME}/bin/python",
+        }
+        spark = build_session(cluster.url, conf=conf)
+    except BaseException:
+        cluster.stop()
+        raise
+    print(
+        f"chaos: standalone {cluster.url}, workers on {', '.join(cluster.hosts)}, "
+        f"executors on {packed.path.name} ({packed.size / 2**20:.1f} MB), "
+        f"up in {time.monotonic() - started:.0f} s",
+        flush=True,
+    )
+    return cluster, spark
+
+
+def soak(args: argparse.Namespace, spark: Any, tmp: str) -> int:
+    """The chaos on ``spark``'s cluster, then the drain and the verdict."""
+    from tupletree.spark.cluster import SparkCluster
+
     rng = random.Random(args.seed)
-    tmp = tempfile.mkdtemp(prefix="tupletree-chaos-")
     queue_path, sink_path = os.path.join(tmp, "queue.db"), os.path.join(tmp, "sink.db")
     queue = SQLiteQueue(queue_path)
     spark.sparkContext.setLogLevel("FATAL")
@@ -230,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         print(sample(cluster, queue, producer, t0, sink_path), flush=True)
         restarts = cluster.worker_restarts(NAME)
         errors = cluster.errors(NAME)
+        hosts = sorted({w["host"] for w in cluster.worker_stats(NAME).values()})
+        addresses = sorted(w.address for w in cluster.workers(NAME).values())
         cluster.kill_topology(NAME)
-    spark.stop()
 
     done = {
         r[0]
@@ -243,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"in {producer.put:,}  out {len(seen & ids):,}  lost {len(lost):,}")
     print(f"duplicates {executions - len(seen):,} (sink executions beyond the first per id)")
     print(f"kills {kills}  restarts per worker {dict(sorted(restarts.items()))}")
+    print(f"on {spark.sparkContext.master}: workers at {', '.join(addresses)} ({', '.join(hosts)})")
     restarted = sum(1 for e in errors if " restarted (restart " in e)
     print(f"errors reported {len(errors)} (kept), of which restarts {restarted}")
     if lost:

@@ -48,13 +48,75 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
-@pytest.fixture(params=["sim", "real", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Spark standalone master and two 1-core workers on 127.0.0.2 and 127.0.0.3,
+    whose executors' Python lacks tupletree, and the archive ``tupletree pack`` made
+    for them (tests/standalone.py); once per run, stopped at its end. Skips, with the
+    reason, where Spark or the loopback addresses cannot be had."""
+    reason = _spark_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from tupletree.spark.errors import SparkUnavailableError
+
+    from .standalone import start
+
+    try:
+        running = start(tmp_path_factory.mktemp("standalone"))
+    except SparkUnavailableError as exc:
+        pytest.skip(str(exc))
+    yield running
+    running.cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def standalone_driver(standalone, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A SparkCluster on ``standalone``, in a driver process that spark-submit started
+    with the archive's options (tests/standalone.py's RemoteCluster)."""
+    from .standalone import RemoteCluster
+
+    driver = RemoteCluster(standalone, tmp_path_factory.mktemp("driver"))
+    yield driver
+    driver.close()
+
+
+CLUSTER_KINDS = ["sim", "real", pytest.param("spark", marks=pytest.mark.spark)]
+# The standalone cluster takes the scenarios marked ``standalone`` only: each of its
+# topologies starts two executor-side Python workers and crosses two addresses, a few
+# seconds more than on local Spark, and the whole suite on it would take longer than CI
+# can give. The marked ones cover what a real cluster changes: groupings and acking
+# across hosts, timeouts, control relayed to workers, the transcripts.
+STANDALONE_KIND = pytest.param("standalone", marks=[pytest.mark.spark, pytest.mark.slow])
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "any_cluster" in metafunc.fixturenames:
+        kinds = list(CLUSTER_KINDS)
+        if metafunc.definition.get_closest_marker("standalone") is not None:
+            kinds.append(STANDALONE_KIND)
+        metafunc.parametrize("any_cluster", kinds, indirect=True)
+
+
+@pytest.fixture
 def any_cluster(request: pytest.FixtureRequest) -> Iterator[object]:
-    """The same test on LocalCluster in simulated time, LocalCluster in real time and
-    SparkCluster (2 workers per topology), through tests/clusters.py's harness."""
+    """The same test on LocalCluster in simulated time, LocalCluster in real time,
+    SparkCluster (2 workers per topology), and, for tests marked ``standalone``, on a
+    Spark standalone cluster of two hosts, through tests/clusters.py's harness."""
     from .clusters import ClusterHarness
 
     kind = request.param
+    if kind == "standalone":
+        from pyspark import cloudpickle
+
+        from . import registry
+
+        cloudpickle.register_pickle_by_value(registry)  # to the driver, then executors
+        driver = request.getfixturevalue("standalone_driver")
+        try:
+            yield ClusterHarness(kind, driver, workers=2)
+        finally:
+            driver.kill_all()
+        return
     if kind != "spark":
         with LocalCluster(simulate_time=kind == "sim") as cluster:
             yield ClusterHarness(kind, cluster)

@@ -81,3 +81,22 @@ def test_distributed_uses_no_spark_api() -> None:
 def test_topology_knows_nothing_of_state() -> None:
     """topology/ wires stateful bolts through plan_topology only: it imports no state/."""
     assert [p.name for p in (SRC / "topology").rglob("*.py") if "state" in imported(p)] == []
+
+
+# Top-level modules: the ones below every layer import none of tupletree's packages
+# (but each other as listed); the clusters' shared base sits with local.py.
+_PACKAGES = {p.name for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"}
+_MODULES = {p.stem for p in SRC.glob("*.py")} - {"__init__"}
+_BOTTOM = {"errors", "config", "log_limit", "redact", "extras", "compiled", "webserver"}
+TOP_LEVEL_FORBIDDEN = {
+    **{m: (_PACKAGES | _MODULES) - _BOTTOM for m in _BOTTOM},
+    "cluster": {"runtime", "distributed", "spark", "local", "services"} | _SERVICES,
+    "local": {"distributed", "spark", "services"} | _SERVICES,
+}
+
+
+@pytest.mark.parametrize("module", sorted(TOP_LEVEL_FORBIDDEN))
+def test_a_top_level_module_imports_no_higher_layer(module: str) -> None:
+    """cluster.py once imported the DRPC server and the web view (a service, one layer
+    up); they are wired in from above now (services.py)."""
+    assert imported(SRC / f"{module}.py") & TOP_LEVEL_FORBIDDEN[module] == set()

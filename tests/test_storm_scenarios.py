@@ -348,6 +348,7 @@ def tracked_feeder(fields: list[str]) -> tuple[FeederSpout, AckFailTracker, AckC
 # -- Storm's scenarios ----------------------------------------------------------------
 
 
+@pytest.mark.standalone
 def test_basic_topology(cluster):
     """Storm's basic topology: fields, global and chained groupings give the expected counts."""
     b = TopologyBuilder()
@@ -390,6 +391,7 @@ def test_all_grouping_every_task_sees_every_tuple(cluster):
         assert multiset(words) == multiset(inputs), f"task {task} saw {words}"
 
 
+@pytest.mark.standalone
 def test_timeout(cluster):
     """Storm's timeout scenario: only the unacked tuple fails, and only after the timeout."""
     feeder, tracker, _ = tracked_feeder(["field1"])
@@ -558,6 +560,7 @@ def test_submit_inactive_topology(cluster):
     assert tracker.failed == set()
 
 
+@pytest.mark.standalone
 def test_deactivate_then_activate(cluster):
     """A deactivated topology's spouts stop emitting; activating resumes them."""
     journal = new_journal()

@@ -43,6 +43,7 @@ class ScriptBolt(Bolt):
             self.held.append(tup)
 
 
+@pytest.mark.standalone
 def test_transcripts_on_every_cluster(any_cluster):
     """All transcripts at once on a topology of ScriptBolts (two tasks per level, so on
     Spark the trees cross workers): acked, failed and timed-out trees as the table says,

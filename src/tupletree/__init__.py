@@ -1,11 +1,17 @@
 """tupletree: Apache Storm's topology model and guaranteed message processing in Python."""
 
+# Wires the DRPC server and the web view into the clusters (services.py says why).
+from tupletree import services  # noqa: F401
+from tupletree.cluster import Cluster
 from tupletree.config import Config
 from tupletree.errors import (
     EmitError,
     FailedException,
     InvalidConfigError,
     InvalidTopologyError,
+    TopologyNotFoundError,
+    TopologyRebalancingError,
+    WorkerDiedError,
 )
 from tupletree.local import LocalCluster
 from tupletree.topology import (
@@ -22,6 +28,7 @@ from tupletree.topology.reliable_spout import ReliableSpout
 __all__ = [
     "BasicBolt",
     "Bolt",
+    "Cluster",
     "Config",
     "CustomStreamGrouping",
     "EmitError",
@@ -32,9 +39,14 @@ __all__ = [
     "LocalCluster",
     "ReliableSpout",
     "SparkCluster",
+    "SparkJobFailed",
+    "SparkLaunchError",
     "Spout",
     "TopologyBuilder",
+    "TopologyNotFoundError",
+    "TopologyRebalancingError",
     "Tuple",
+    "WorkerDiedError",
 ]
 
 
@@ -45,4 +57,8 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from tupletree.spark.cluster import SparkCluster
 
         return SparkCluster
+    if name in ("SparkJobFailed", "SparkLaunchError"):
+        from tupletree.spark import errors
+
+        return getattr(errors, name)
     raise AttributeError(f"module 'tupletree' has no attribute {name!r}")

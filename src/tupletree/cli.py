@@ -1,7 +1,9 @@
 """The ``tupletree`` command.
 
     tupletree run FILE [--local | --master URL] [--workers N] [--duration SECS]
-                       [--ui-port PORT | --no-ui] [--ui-host HOST]
+                       [--ui-port PORT | --no-ui] [--ui-host HOST] [--verbose]
+    tupletree pack [-o env.tar.gz] [--requirements FILE] [--extras kafka,redis]
+                   [--python PATH]
     tupletree list [--ui HOST:PORT]
     tupletree stats NAME [--ui HOST:PORT]
     tupletree activate|deactivate NAME [--ui HOST:PORT]
@@ -15,7 +17,11 @@ end), submits it, shows a live progress line and ends with a summary once the to
 is quiet (no pending trees and nothing emitted for a moment) or ``--duration`` passed.
 It serves the web view (page, REST, /metrics) while it runs, on 127.0.0.1:8080 (or a
 free port when that one is taken) and prints its address; ``list``, ``stats``,
-``activate``, ``deactivate`` and ``kill`` talk to that service (``--ui``).
+``activate``, ``deactivate`` and ``kill`` talk to that service (``--ui``). On Spark it
+names the session's real master, the executors' hosts and how long they took to be ready
+with the shipped environment; Spark's own start-up lines go to a file unless
+``--verbose``. ``pack`` writes the archive of the Python environment Spark's executors
+need and prints the spark-submit options that ship it (``tupletree.spark.pack``).
 """
 
 from __future__ import annotations
@@ -139,7 +145,6 @@ def restarts_line(restarts: dict[int, int]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tupletree.config import Config
-    from tupletree.spark.errors import SparkJobFailed
 
     module = load_module(args.file)
     topology = module.topology()
@@ -147,45 +152,112 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None:
         conf[Config.TOPOLOGY_WORKERS] = args.workers
     name = Path(args.file).stem.replace("_", "-")
-    spouts = [s.id for s in topology.spouts]
     if args.local:
         from tupletree.local import LocalCluster
 
         cluster: Any = _with_ui(LocalCluster, args)
-        where = "LocalCluster (in-process)"
-    else:
-        from tupletree.spark.cluster import SparkCluster
+        with cluster:
+            print(f"tupletree: running {name} on LocalCluster (in-process)", flush=True)
+            return _run(cluster, module, name, conf, topology, args)
+    return _run_on_spark(module, name, conf, topology, args)
 
-        cluster = _with_ui(SparkCluster, args, master=args.master)
-        where = f"Spark ({cluster.master}), {conf.get(Config.TOPOLOGY_WORKERS, 1)} worker(s)"
-    with cluster:
-        print(f"tupletree: running {name} on {where}", flush=True)
-        if cluster.ui_url is not None:
-            print(f"tupletree: web view at {cluster.ui_url}/ (REST /api/v1, /metrics)", flush=True)
-        started = time.monotonic()
-        cluster.submit_topology(name, conf, topology)
-        print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
-        try:
-            metrics, rate = watch(cluster, name, spouts, args.duration)
-        except SparkJobFailed as exc:  # the workers' Spark job is gone
-            if sys.stdout.isatty():
-                print()
-            print(f"tupletree: {name} stopped: {exc}", file=sys.stderr)
-            for text in cluster.errors(name)[:1]:
-                print(f"the first error reported:\n{text}", file=sys.stderr)
-            cluster.kill_topology(name)
-            return 1
-        print(summary(metrics, spouts, rate))
-        restarts = getattr(cluster, "worker_restarts", None)
-        if restarts is not None:
-            print(restarts_line(restarts(name)))
-        report = getattr(module, "report", None)
-        if callable(report):
-            print(report(metrics))
-        errors = cluster.errors(name)
-        if errors:
-            print(f"{len(errors)} error(s) reported; the first:\n{errors[0]}", file=sys.stderr)
+
+def _run_on_spark(
+    module: ModuleType, name: str, conf: dict[str, Any], topology: Any, args: argparse.Namespace
+) -> int:
+    """``run`` on Spark: the session first (its real master for the banner; the JVM's
+    own output to a file unless ``--verbose``), then the topology on it."""
+    from tupletree.config import Config
+    from tupletree.spark.cluster import SparkCluster
+    from tupletree.spark.errors import SparkUnavailableError
+    from tupletree.spark.session import default_jvm_log, get_or_create_session
+
+    jvm_log = None if args.verbose else default_jvm_log()
+    started = time.monotonic()
+    try:
+        session, owned = get_or_create_session(args.master, jvm_log=jvm_log)
+    except SparkUnavailableError as exc:
+        raise SystemExit(f"tupletree run: {exc}") from None
+    up = f" (session up in {time.monotonic() - started:.1f} s)" if owned else ""
+    ok = False
+    try:
+        with _with_ui(SparkCluster, args, spark=session) as cluster:
+            workers = conf.get(Config.TOPOLOGY_WORKERS, 1)
+            print(
+                f"tupletree: running {name} on Spark {cluster.master}, {workers} worker(s){up}",
+                flush=True,
+            )
+            code = _run(cluster, module, name, conf, topology, args, session, jvm_log)
+            ok = code == 0
+            return code
+    finally:
+        if owned:
+            session.stop()
+        if jvm_log is not None and ok:  # kept, and named, when the run failed
+            jvm_log.unlink(missing_ok=True)
+
+
+def _run(
+    cluster: Any,
+    module: ModuleType,
+    name: str,
+    conf: dict[str, Any],
+    topology: Any,
+    args: argparse.Namespace,
+    spark: Any = None,
+    jvm_log: Path | None = None,
+) -> int:
+    """Submit, watch, summarize, kill: the part of ``run`` both clusters share; on Spark
+    (``spark`` the session) with where the workers run and how long executors took."""
+    from tupletree.spark.errors import SparkJobFailed
+
+    spouts = [s.id for s in topology.spouts]
+    if cluster.ui_url is not None:
+        print(f"tupletree: web view at {cluster.ui_url}/ (REST /api/v1, /metrics)", flush=True)
+    started = time.monotonic()
+    submitted_at = time.time()
+    cluster.submit_topology(name, conf, topology)
+    ready_at = time.time()  # submit returns once every worker is ready
+    print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
+    if spark is not None:
+        from tupletree.spark import placement
+
+        sc = spark.sparkContext
+        for line in placement.where_lines(
+            placement.placed(cluster.workers(name)),
+            placement.executors(sc),
+            placement.archives(sc),
+            submitted_at,
+            ready_at,
+        ):
+            print(f"tupletree: {line}", flush=True)
+    try:
+        metrics, rate = watch(cluster, name, spouts, args.duration)
+    except SparkJobFailed as exc:  # the workers' Spark job is gone
+        if sys.stdout.isatty():
+            print()
+        print(f"tupletree: {name} stopped: {exc}", file=sys.stderr)
+        for text in cluster.errors(name)[:1]:
+            print(f"the first error reported:\n{text}", file=sys.stderr)
+        if jvm_log is not None:
+            print(f"Spark's own log: {jvm_log}", file=sys.stderr)
         cluster.kill_topology(name)
+        return 1
+    print(summary(metrics, spouts, rate))
+    if spark is not None:
+        from tupletree.spark import placement
+
+        print(placement.summary_line(cluster.master, placement.placed(cluster.workers(name))))
+    restarts = getattr(cluster, "worker_restarts", None)
+    if restarts is not None:
+        print(restarts_line(restarts(name)))
+    report = getattr(module, "report", None)
+    if callable(report):
+        print(report(metrics))
+    errors = cluster.errors(name)
+    if errors:
+        print(f"{len(errors)} error(s) reported; the first:\n{errors[0]}", file=sys.stderr)
+    cluster.kill_topology(name)
     return 0
 
 
@@ -204,7 +276,8 @@ def _with_ui(cls: Any, args: argparse.Namespace, **kwargs: Any) -> Any:
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
-    """list, stats, activate, deactivate, kill: against a running cluster's web service."""
+    """list, stats, activate, deactivate, kill, rebalance: against a running cluster's
+    web service."""
     from tupletree.ui.client import UIClient, UIClientError, format_list, format_stats
 
     try:
@@ -220,12 +293,44 @@ def cmd_remote(args: argparse.Namespace) -> int:
             wait = args.wait
             if wait is None:  # Storm's default: the topology's message timeout
                 wait = float(client.topology(args.name).get("msgTimeout") or 0)
-            client.kill(args.name, wait)
-            when = "now" if wait == 0 else f"after {wait:g} s (deactivated now)"
-            print(f"tupletree: killed {args.name} {when}")
+            if args.command == "kill":
+                client.kill(args.name, wait)
+                when = "now" if wait == 0 else f"after {wait:g} s (deactivated now)"
+                print(f"tupletree: killed {args.name} {when}")
+            else:
+                client.rebalance(args.name, wait, args.workers, dict(args.executors or []))
+                print(
+                    f"tupletree: rebalancing {args.name}: deactivated now, the trees in "
+                    f"flight get up to {wait:g} s; `tupletree list` says REBALANCING until "
+                    "it runs on its new layout"
+                )
     except UIClientError as exc:
         print(f"tupletree {args.command}: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _executors_option(text: str) -> tuple[str, int]:
+    """``-e count=8`` -> ("count", 8)."""
+    component, sep, number = text.rpartition("=")
+    if not sep or not component or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"wants COMPONENT=N (e.g. count=8), got {text!r}")
+    return component, int(number)
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    """Write the executors' archive and print the spark-submit options that ship it."""
+    from tupletree.spark.pack import PackError, describe, pack
+
+    extras = [e for e in (args.extras or "").split(",") if e.strip()]
+    try:
+        packed = pack(
+            args.output, requirements=args.requirements, extras=extras, python=args.python
+        )
+    except PackError as exc:
+        print(f"tupletree pack: {exc}", file=sys.stderr)
+        return 1
+    print(describe(packed))
     return 0
 
 
@@ -297,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--ui-host", default="127.0.0.1", help="web view address (127.0.0.1)")
     run.add_argument("--no-ui", action="store_true", help="do not serve the web view")
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print Spark's own start-up and log lines (default: into a file in the temp "
+        "directory, named if the run fails)",
+    )
     run.set_defaults(func=cmd_run)
     ui_help = f"the cluster's web service, HOST:PORT (default {DEFAULT_UI_ADDRESS})"
     listing = sub.add_parser("list", help="list the topologies of a running cluster")
@@ -307,19 +419,45 @@ def main(argv: list[str] | None = None) -> int:
         ("activate", "activate a topology (its spouts are polled again)"),
         ("deactivate", "deactivate a topology (its spouts are no longer polled)"),
         ("kill", "kill a topology: deactivate, wait, stop"),
+        ("rebalance", "spread a topology over other workers or executors (Storm's)"),
     ):
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="the topology's name")
         p.add_argument("--ui", default=DEFAULT_UI_ADDRESS, help=ui_help)
-        if command == "kill":
+        if command in ("kill", "rebalance"):
             p.add_argument(
                 "-w",
                 "--wait",
                 type=float,
                 default=None,
-                help="seconds between deactivating and killing (default: its message timeout)",
+                help=f"seconds between deactivating and the {command} (default: its message "
+                "timeout)",
+            )
+        if command == "rebalance":
+            p.add_argument("-n", "--num-workers", dest="workers", type=int, default=None)
+            p.add_argument(
+                "-e",
+                "--executors",
+                action="append",
+                type=_executors_option,
+                metavar="COMPONENT=N",
+                help="a component's executors (repeat for several)",
             )
         p.set_defaults(func=cmd_remote)
+    packer = sub.add_parser(
+        "pack", help="write an archive of the Python environment for Spark's executors"
+    )
+    packer.add_argument("-o", "--output", default="env.tar.gz", help="(default env.tar.gz)")
+    packer.add_argument(
+        "--requirements", default=None, help="the topology's own requirements (names)"
+    )
+    packer.add_argument("--extras", default=None, help="tupletree's extras, e.g. kafka,redis")
+    packer.add_argument(
+        "--python",
+        default=None,
+        help="the executors' interpreter path, if not this Python's base interpreter",
+    )
+    packer.set_defaults(func=cmd_pack)
     vis = sub.add_parser("visualize", help="draw a topology file: Mermaid, DOT, or an image")
     vis.add_argument("file", help="a .py file defining topology()")
     vis.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")

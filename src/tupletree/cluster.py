@@ -1,18 +1,36 @@
 """What LocalCluster and SparkCluster share: the ``Cluster`` protocol both implement,
 and ``ClusterBase``: the DRPC server and the web view started with a cluster, the checks
-every submit makes, and the context-manager lifecycle.
+every submit makes, Storm's rebalance (its checks, and the REBALANCING status), and the
+context-manager lifecycle.
 
 The two clusters differ in how they run workers; everything a user sees the same on
-both lives here once, so it cannot drift apart. tests/test_two_clusters.py runs the
-Storm scenarios and the reliability transcripts on both, through this protocol.
+both lives here once, so it cannot drift apart. tests/test_storm_scenarios.py and
+tests/test_transcripts.py run the Storm scenarios and the reliability transcripts on
+every cluster, through this protocol (the ``any_cluster`` fixture, tests/clusters.py).
+
+Rebalance, as Storm's: the topology is deactivated, the trees in flight get
+``wait_secs`` (default: the message timeout) to finish or fail, the tasks are dealt to
+the new workers and executors, and the topology is activated again if it was active.
+A component's number of tasks never changes (so per-task state, keyed by task, is
+found again), which bounds its executors: asking for more is refused with the numbers.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tupletree.config import validate
+from tupletree.config import Config, validate
+from tupletree.errors import InvalidConfigError, InvalidTopologyError, TopologyRebalancingError
 from tupletree.topology.builder import require_topology
+
+log = logging.getLogger("tupletree")
+
+MAX_REBALANCE_WAIT_SECS = 24 * 3600.0
 
 
 @runtime_checkable
@@ -43,9 +61,32 @@ class Cluster(Protocol):
 
     def topology_info(self, name: str) -> dict[str, Any]: ...
 
+    def rebalance(
+        self,
+        name: str,
+        wait_secs: float | None = None,
+        workers: int | None = None,
+        parallelism: Mapping[str, int] | None = None,
+    ) -> None: ...
+
     def wait_idle(self, timeout: float | None = 60.0) -> bool: ...
 
     def shutdown(self) -> None: ...
+
+
+# The services a cluster can start beside its workers, by name ("drpc", "ui"): filled
+# in by tupletree/services.py, one layer up, so this module imports no service.
+SERVICES: dict[str, Callable[..., Any]] = {}
+
+
+def _service(name: str) -> Callable[..., Any]:
+    try:
+        return SERVICES[name]
+    except KeyError:
+        raise RuntimeError(
+            f"the {name!r} service is not wired in: import tupletree (its __init__ imports "
+            "tupletree.services) before starting a cluster"
+        ) from None
 
 
 def check_components(topology: Any, conf: dict[str, Any]) -> None:
@@ -56,6 +97,68 @@ def check_components(topology: Any, conf: dict[str, Any]) -> None:
         check = getattr(spec.obj, "check_config", None)
         if check is not None:
             check({**conf, **spec.conf}, cid)
+
+
+@dataclass(frozen=True)
+class RebalancePlan:
+    """A checked rebalance: ``workers`` workers, ``executors`` per component (every
+    component), wait ``wait_secs`` for the trees in flight."""
+
+    workers: int
+    executors: dict[str, int]
+    wait_secs: float
+
+
+def plan_rebalance(
+    topology: Any,
+    conf: Mapping[str, Any],
+    executors: Mapping[str, int],
+    wait_secs: float | None,
+    workers: int | None,
+    parallelism: Mapping[str, int] | None,
+) -> RebalancePlan:
+    """Check a rebalance of a topology running with ``conf`` and ``executors``; the
+    plan, or an error naming the offending option and the numbers."""
+    if wait_secs is None:
+        wait_secs = conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
+    if (
+        isinstance(wait_secs, bool)
+        or not isinstance(wait_secs, int | float)
+        or not 0 <= wait_secs <= MAX_REBALANCE_WAIT_SECS
+        or math.isnan(wait_secs)
+    ):
+        raise InvalidConfigError(
+            f"rebalance wait_secs must be a number of seconds from 0 to "
+            f"{MAX_REBALANCE_WAIT_SECS:.0f}, got {wait_secs!r}",
+            key="wait_secs",
+            value=wait_secs,
+        )
+    if workers is None:
+        workers = conf[Config.TOPOLOGY_WORKERS]
+    elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidConfigError(
+            f"rebalance workers must be an integer >= 1, got {workers!r}",
+            key=Config.TOPOLOGY_WORKERS,
+            value=workers,
+        )
+    plan = dict(executors)
+    for cid, n in (parallelism or {}).items():
+        spec = topology.components.get(cid)
+        if spec is None:
+            raise InvalidTopologyError(
+                f"rebalance: the topology has no component {cid!r} "
+                f"(its components: {', '.join(sorted(topology.components))})",
+                component=str(cid),
+            )
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= spec.tasks:
+            raise InvalidTopologyError(
+                f"rebalance: component {cid!r} has {spec.tasks} task(s), so it can run on "
+                f"1 to {spec.tasks} executor(s), not {n!r} (as in Storm a component's "
+                f"task count never changes; submit it with tasks={n} to allow {n})",
+                component=cid,
+            )
+        plan[cid] = n
+    return RebalancePlan(workers, plan, float(wait_secs))
 
 
 class ClusterBase:
@@ -77,19 +180,17 @@ class ClusterBase:
         ``_start_ui()``, once it can answer ``topologies()``."""
         self._drpc = None
         self._ui: Any = None
+        self._rebalancing: set[str] = set()
+        self._rebalancing_lock = threading.Lock()
         self._ui_address = (ui_host, ui_port)
         if drpc_port is not None:
-            from tupletree.drpc.hosting import ClusterDRPC
-
-            self._drpc = ClusterDRPC(drpc_host, drpc_port, drpc_conf)
+            self._drpc = _service("drpc")(drpc_host, drpc_port, drpc_conf)
 
     def _start_ui(self) -> None:
         host, port = self._ui_address
         if port is not None and self._ui is None:
-            from tupletree.ui.service import UIService
-
             try:
-                self._ui = UIService(self, host, port).start()
+                self._ui = _service("ui")(self, host, port)
             except BaseException:
                 self._stop_drpc()
                 raise
@@ -121,6 +222,85 @@ class ClusterBase:
         full = validate(conf)
         check_components(topology, full)
         return full
+
+    # -- rebalance ------------------------------------------------------------------
+
+    def rebalance(
+        self,
+        name: str,
+        wait_secs: float | None = None,
+        workers: int | None = None,
+        parallelism: Mapping[str, int] | None = None,
+        *,
+        block: bool = True,
+    ) -> None:
+        """Storm's rebalance (see the module docstring): ``workers`` workers,
+        ``parallelism`` executors per named component, after waiting up to
+        ``wait_secs`` (default: the message timeout; it ends early once no tree is in
+        flight) for the trees in flight. Returns once the topology runs on its new
+        layout. The options are checked first, and a bad one raises before anything
+        changes. ``block=False`` returns once they are checked (the topology's status
+        is REBALANCING from then on) and rebalances on a thread of its own; what goes
+        wrong there is logged. While a topology rebalances, activating, deactivating or
+        rebalancing it is refused (TopologyRebalancingError)."""
+        self.topology_info(name)  # an unknown topology: TopologyNotFoundError
+        with self._rebalancing_lock:
+            if name in self._rebalancing:
+                raise TopologyRebalancingError(name, f"topology {name!r} is rebalancing already")
+            self._rebalancing.add(name)
+        try:
+            run = self._rebalance(name, wait_secs, workers, parallelism)
+        except BaseException:
+            self._rebalanced(name)
+            raise
+
+        def finish() -> None:
+            try:
+                run()
+            finally:
+                self._rebalanced(name)
+
+        # In simulated time nothing runs behind the caller's back: a rebalance too.
+        if block or getattr(self, "simulate_time", False):
+            finish()
+            return
+
+        def logged() -> None:
+            try:
+                finish()
+            except Exception:
+                log.exception("rebalancing topology %r failed", name)
+
+        threading.Thread(target=logged, name=f"tupletree-rebalance-{name}", daemon=True).start()
+
+    def _rebalance(
+        self,
+        name: str,
+        wait_secs: float | None,
+        workers: int | None,
+        parallelism: Mapping[str, int] | None,
+    ) -> Callable[[], None]:
+        """Check the options (raise on a bad one) and return what does the rebalance."""
+        raise NotImplementedError
+
+    def _rebalanced(self, name: str) -> None:
+        with self._rebalancing_lock:
+            self._rebalancing.discard(name)
+
+    def rebalancing(self, name: str) -> bool:
+        """True while ``name`` rebalances (Storm's REBALANCING status)."""
+        with self._rebalancing_lock:
+            return name in self._rebalancing
+
+    def _steerable(self, name: str) -> None:
+        """Refuse to activate or deactivate a topology that rebalances: the rebalance
+        puts back the status it found when it ends."""
+        if self.rebalancing(name):
+            raise TopologyRebalancingError(
+                name,
+                f"topology {name!r} is rebalancing: it is activated again, if it was "
+                "active, when the rebalance ends",
+            )
 
     def _stop_drpc(self) -> None:
         if self._drpc is not None:

@@ -78,3 +78,13 @@ class WorkerDiedError(RuntimeError):
         super().__init__(f"the worker of topology {name!r} died: {cause}")
         self.name = name
         self.cause = cause
+
+
+class TopologyRebalancingError(RuntimeError):
+    """A call that a rebalance in progress refuses (activate, deactivate, another
+    rebalance): the rebalance puts back the status it found when it ends. ``name`` is
+    the topology."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name

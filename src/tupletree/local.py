@@ -4,6 +4,15 @@ Each submitted topology is one Worker hosting all its tasks. In real time each w
 runs on a thread of its own; with ``simulate_time=True`` nothing runs in the background:
 ``advance_time`` and ``wait_idle`` run the workers on the caller's thread, so a test
 sees a settled, deterministic state when they return (Storm's simulated-time cluster).
+
+``activate``/``deactivate`` take effect in the topology's status at once (what
+``topology_info`` and the web view say); the worker's thread applies them to the spouts
+at the start of its next round. ``rebalance`` follows Storm's steps on the one worker:
+``workers`` is accepted and recorded in the topology's config (``topology.workers``, as
+Storm's LocalCluster, whose topologies also share one process), executors regroup the
+tasks (what the web view shows; every task of the one worker runs on its thread either
+way), and in real time the wait ends early once no tree is pending. In simulated time
+the wait is not spent (time moves only when the test says): the worker is run to idle.
 """
 
 from __future__ import annotations
@@ -15,7 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tupletree.cluster import ClusterBase
+from tupletree.cluster import ClusterBase, plan_rebalance
+from tupletree.config import Config
 from tupletree.errors import TopologyNotFoundError, WorkerDiedError
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
@@ -79,6 +89,12 @@ class _Runner:
         self.commands.append(fn)
         self.wake.set()
 
+    def wait_until(self, check: Callable[[], bool], timeout: float | None) -> bool:
+        """``check()`` after each idle round until it holds (True) or ``timeout``."""
+        with self.cond:
+            self.wake.set()
+            return self.cond.wait_for(lambda: check() or not self.thread.is_alive(), timeout)
+
     def wait_idle(self, timeout: float | None) -> bool:
         """True once idle; False on timeout; WorkerDiedError if the thread died."""
         with self.cond:
@@ -117,6 +133,11 @@ class LocalCluster(ClusterBase):
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
+        # Per topology: active as last set (the worker's thread applies it soon after),
+        # its executors per component and its workers (rebalance changes them).
+        self._active: dict[str, bool] = {}
+        self._executors: dict[str, dict[str, int]] = {}
+        self._requested_workers: dict[str, int] = {}
         self._lock = threading.Lock()
         self._start_ui()
 
@@ -138,6 +159,9 @@ class LocalCluster(ClusterBase):
                 raise ValueError(f"a topology named {name!r} is already running")
             worker = Worker(name, topology, full_conf, self.clock.now, components=blobs)
             self._workers[name] = worker
+            self._active[name] = not inactive
+            self._executors[name] = {c: s.parallelism for c, s in topology.components.items()}
+            self._requested_workers[name] = full_conf[Config.TOPOLOGY_WORKERS]
         runner = None if self.simulate_time else _Runner(worker, self.clock)  # type: ignore[arg-type]
         if runner is not None:
             worker.wake = runner.wake.set
@@ -145,8 +169,7 @@ class LocalCluster(ClusterBase):
             worker.start(active=not inactive)
         except BaseException:
             # Not started: the name stays free for a corrected topology.
-            with self._lock:
-                del self._workers[name]
+            self._forget(name)
             worker.shutdown()
             raise
         if runner is None:
@@ -169,10 +192,48 @@ class LocalCluster(ClusterBase):
             runner.call(lambda: fn(worker))
 
     def activate(self, name: str) -> None:
-        self._on_worker(name, Worker.activate)
+        self._steerable(name)
+        self._set_active(name, True)
 
     def deactivate(self, name: str) -> None:
-        self._on_worker(name, Worker.deactivate)
+        self._steerable(name)
+        self._set_active(name, False)
+
+    def _set_active(self, name: str, active: bool) -> None:
+        self._worker(name)
+        self._active[name] = active
+        self._on_worker(name, Worker.activate if active else Worker.deactivate)
+
+    def _rebalance(
+        self,
+        name: str,
+        wait_secs: float | None,
+        workers: int | None,
+        parallelism: dict[str, int] | None,
+    ) -> Callable[[], None]:
+        worker = self._worker(name)
+        conf = {**worker.conf, Config.TOPOLOGY_WORKERS: self._requested_workers[name]}
+        plan = plan_rebalance(
+            worker.topology, conf, self._executors[name], wait_secs, workers, parallelism
+        )
+
+        def run() -> None:
+            was_active = self._active[name]
+            self._set_active(name, False)
+            runner = self._runners.get(name)
+            if runner is None:
+                worker.run_until_idle(SIMULATED_MAX_ROUNDS)
+            else:
+                runner.wait_until(
+                    lambda: not worker.active and not any(len(s.pending) for s in worker.spouts),
+                    plan.wait_secs,
+                )
+            self._executors[name] = plan.executors
+            self._requested_workers[name] = plan.workers
+            if was_active:
+                self._set_active(name, True)
+
+        return run
 
     def kill_topology(self, name: str) -> None:
         """Stop the topology now: spouts are closed and bolts cleaned up."""
@@ -182,22 +243,31 @@ class LocalCluster(ClusterBase):
             worker.shutdown()
         else:
             runner.stop()
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
         with self._lock:
             del self._workers[name]
+            for table in (self._active, self._executors, self._requested_workers):
+                table.pop(name, None)
 
     def topologies(self) -> list[str]:
         return sorted(self._workers)
 
     def topology_info(self, name: str) -> dict[str, Any]:
-        """``{"topology", "conf", "active", "uptime_secs", "workers"}`` of a running
-        topology (Storm's getTopologyInfo, as plain values)."""
+        """``{"topology", "conf", "active", "uptime_secs", "workers", "executors",
+        "rebalancing"}`` of a running topology (Storm's getTopologyInfo, as plain
+        values). ``workers`` is the one worker that runs it; ``conf`` holds the
+        ``topology.workers`` asked for (at submit, or by the last rebalance)."""
         worker = self._worker(name)
         return {
             "topology": worker.topology,
-            "conf": dict(worker.conf),
-            "active": worker.active,
+            "conf": {**worker.conf, Config.TOPOLOGY_WORKERS: self._requested_workers[name]},
+            "active": self._active[name],
             "uptime_secs": time.monotonic() - worker.created_at,
             "workers": 1,
+            "executors": dict(self._executors[name]),
+            "rebalancing": self.rebalancing(name),
         }
 
     # -- observation ----------------------------------------------------------------

@@ -1,57 +1,65 @@
-"""WorkerLauncher on a real local Spark (local[2,4]): registration, broadcast, stop,
-too few slots, a killed worker re-run by Spark, a failing job, a start timeout."""
+"""WorkerLauncher on a real local Spark (local[2,4]): registration, commands, stop,
+too few slots, a killed worker re-run by Spark, a failing job, a start timeout, a worker
+whose task ends. What the workers say is read from the launcher's state, through its one
+wait helper."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import signal
 import time
+from typing import Any
 
 import pytest
 import workerfns
 
-from tupletree.distributed.control import Activate, Deactivate, Stop
+from tupletree.distributed.processes import pid_alive, wait_pids_gone
 from tupletree.spark.errors import NotEnoughSlotsError, SparkJobFailed, WorkerStartTimeout
-from tupletree.spark.launcher import WorkerLauncher, WorkerMessage, pid_alive, wait_pids_gone
+from tupletree.spark.launcher import WorkerLauncher
 from tupletree.spark.slots import slot_info
-
-
-def reply(m: WorkerMessage) -> tuple[str, object] | None:
-    """What an echo worker said in ``m`` (see workerfns.echo_worker), if anything."""
-    if m.type != "LogLine":
-        return None
-    return ast.literal_eval(m.msg.line)
-
-
-def peers_seen(m: WorkerMessage) -> tuple[dict, list | None] | None:
-    said = reply(m)
-    return said[1] if said and said[0] == "peers" else None
-
-
-def echoed(m: WorkerMessage) -> str | None:
-    said = reply(m)
-    return said[1] if said and said[0] == "echo" else None
-
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+Reply = tuple[int, str, Any, int]  # worker, kind ("peers" | "echo"), payload, attempt
 
-def collect(launcher: WorkerLauncher, want, timeout: float = 15.0) -> list[WorkerMessage]:
-    """Read the inbox until ``want(messages)`` is true; fail with what came otherwise."""
-    got: list[WorkerMessage] = []
-    deadline = time.monotonic() + timeout
-    while not want(got):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            pytest.fail(f"timed out; got {[(m.worker, m.attempt, m.msg) for m in got]}")
-        m = launcher.recv(timeout=remaining)
-        if m is not None:
-            got.append(m)
+
+def replies(lines: list[str]) -> list[Reply]:
+    """What echo workers said (see workerfns.echo_worker), from the driver's log lines."""
+    out = []
+    for line in lines:
+        m = re.fullmatch(r"worker (\d+) INFO: (.*)", line, re.DOTALL)
+        if m:
+            kind, payload, attempt = ast.literal_eval(m.group(2))
+            out.append((int(m.group(1)), kind, payload, attempt))
+    return out
+
+
+def heard(launcher: WorkerLauncher, want: Any, timeout: float = 15.0) -> list[Reply]:
+    """Wait until ``want(replies)`` holds; fail with what came otherwise."""
+
+    def check(state: Any) -> list[Reply] | None:
+        said = replies(list(state.logs))
+        return said if want(said) else None
+
+    got = launcher.wait(check, timeout)
+    if got is None:
+        pytest.fail(f"timed out; the workers said {replies(launcher.read(lambda s: s.logs))}")
     return got
 
 
-def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
+def registered(launcher: WorkerLauncher, worker: int, min_attempt: int, timeout: float) -> Any:
+    def check(state: Any) -> Any:
+        info = state.workers.get(worker)
+        return info if info is not None and info.attempt >= min_attempt else None
+
+    info = launcher.wait(check, timeout)
+    assert info is not None, f"worker {worker} did not register attempt >= {min_attempt}"
+    return info
+
+
+def test_two_workers_register_get_commands_and_stop_cleanly(spark):
     launcher = WorkerLauncher(spark, workerfns.echo_worker, 2, name="echo", start_timeout=25)
     workers = launcher.start()
     try:
@@ -62,33 +70,29 @@ def test_two_workers_register_get_broadcast_and_stop_cleanly(spark):
         assert all(
             w.attempt == 0 and w.address.startswith("tcp://127.0.0.1:") for w in workers.values()
         )
-        assert workers[0].info == {"role": "echo"}
         assert workers[0].task_attempt_id is not None
 
         # Every worker ends up with the full peer table.
         full = {i: w.address for i, w in workers.items()}
-        collect(
-            launcher,
-            lambda ms: {m.worker for m in ms if (peers_seen(m) or ({},))[0] == full} == {0, 1},
+        heard(
+            launcher, lambda rs: {w for w, k, p, _ in rs if k == "peers" and p[0] == full} == {0, 1}
         )
 
-        launcher.broadcast(Activate())
-        echoes = collect(launcher, lambda ms: {m.worker for m in ms if echoed(m)} == {0, 1})
-        assert all(echoed(m) == "Activate" for m in echoes if echoed(m))
+        launcher.set_active(True)
+        echoes = heard(launcher, lambda rs: {w for w, k, _, _ in rs if k == "echo"} == {0, 1})
+        assert {p for _, k, p, _ in echoes if k == "echo"} == {"Activate"}
+        assert launcher.read(lambda s: s.active)
 
-        assert launcher.send(1, Deactivate())
-        got = collect(launcher, lambda ms: any(echoed(m) for m in ms))
-        assert [(m.worker, echoed(m)) for m in got if echoed(m)] == [(1, "Deactivate")]
-
-        # Heartbeats come on their own, twice a second.
-        collect(launcher, lambda ms: {m.worker for m in ms if m.type == "Heartbeat"} == {0, 1})
+        launcher.set_active(False)
+        got = heard(launcher, lambda rs: {w for w, _, p, _ in rs if p == "Deactivate"} == {0, 1})
+        assert sorted(w for w, _, p, _ in got if p == "Deactivate") == [0, 1]
     finally:
         t0 = time.monotonic()
         leftovers = launcher.stop(timeout=10)
         stop_secs = time.monotonic() - t0
     assert leftovers == []
     assert wait_pids_gone(pids, 1.0) == []
-    assert not launcher.running and launcher.job_error is None
+    assert not launcher.running and launcher.read(lambda s: s.gave_up) is None
     assert stop_secs < 30, stop_secs  # bounded by its timeout, with room for a busy machine
 
 
@@ -124,55 +128,36 @@ def test_killed_worker_is_rerun_by_spark_and_peers_are_told(spark):
     workers = launcher.start()
     try:
         victim = workers[0]
-        # Let the initial peer broadcast arrive before the kill.
-        collect(launcher, lambda ms: {m.worker for m in ms if peers_seen(m)} == {0, 1})
+        # Let the initial peer tables arrive before the kill.
+        heard(launcher, lambda rs: {w for w, k, _, _ in rs if k == "peers"} == {0, 1})
 
         t0 = time.monotonic()
         os.kill(victim.pid, signal.SIGKILL)
-        again = launcher.wait_for_registration(0, min_attempt=1, timeout=20)
-        rerun_secs = time.monotonic() - t0
-        print(f"SIGKILL -> re-registered in {rerun_secs:.2f} s")
+        again = registered(launcher, 0, min_attempt=1, timeout=20)
+        print(f"SIGKILL -> re-registered in {time.monotonic() - t0:.2f} s")
 
         assert again.attempt == victim.attempt + 1
         assert again.pid != victim.pid and again.address != victim.address
         assert not pid_alive(victim.pid)
         assert launcher.workers[1].pid == workers[1].pid  # worker 1 was left alone
-
-        def peer_told(ms):
-            return any(
-                m.worker == 1
-                and peers_seen(m) is not None
-                and peers_seen(m)[1] == [0]
-                and peers_seen(m)[0][0] == again.address
-                for m in ms
-            )
-
-        got = collect(launcher, peer_told)
-        events = [m for m in got if m.type == "WorkerRegistered" and m.worker == 0]
-        assert events and events[-1].msg.restarted and events[-1].attempt == 1
-        assert events[-1].msg.previous_attempt == 0
+        heard(
+            launcher,
+            lambda rs: any(
+                w == 1 and k == "peers" and p[1] == [0] and p[0][0] == again.address
+                for w, k, p, _ in rs
+            ),
+        )
+        (line,) = [e for e in launcher.errors() if e.startswith("worker 0 restarted")]
+        assert "attempt 0 ended" in line and "died without a word" in line
 
         # The new attempt is fully usable.
-        assert launcher.send(0, Activate())
-        collect(launcher, lambda ms: any(echoed(m) and (m.worker, m.attempt) == (0, 1) for m in ms))
+        launcher.set_active(True)
+        heard(launcher, lambda rs: any((w, k, a) == (0, "echo", 1) for w, k, _, a in rs))
         pids = [again.pid, launcher.workers[1].pid]
     finally:
         leftovers = launcher.stop(timeout=10)
     assert leftovers == []
     assert wait_pids_gone(pids, 1.0) == []
-
-
-def test_restart_worker_through_spark_kill_task(spark):
-    launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="restart", start_timeout=25)
-    workers = launcher.start()
-    try:
-        t0 = time.monotonic()
-        assert launcher.restart_worker(0, "test restart")
-        again = launcher.wait_for_registration(0, min_attempt=1, timeout=20)
-        print(f"killTaskAttempt -> re-registered in {time.monotonic() - t0:.2f} s")
-        assert again.pid != workers[0].pid
-    finally:
-        assert launcher.stop(timeout=10) == []
 
 
 def test_job_failure_is_raised_with_the_workers_error(spark):
@@ -202,25 +187,22 @@ def test_start_timeout_names_missing_workers_and_cleans_up(spark):
 
 def test_worker_whose_task_ends_cleanly_is_started_again_and_reported(spark):
     """A worker whose code returns while the launcher runs (its Spark task, and so its
-    job, ends "cleanly") is given a new job: it registers again and the restart is an
-    event with the reason. Spark alone does not re-run a task that finished."""
+    job, ends "cleanly") is given a new job: it registers again and the restart is
+    reported with the reason. Spark alone does not re-run a task that finished."""
     # The tasks an earlier test cancelled may hold their slots for a few seconds more.
     deadline = time.monotonic() + 30
     while slot_info(spark.sparkContext).free < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
-    launcher = WorkerLauncher(spark, workerfns.echo_worker, 1, name="clean", start_timeout=25)
+    launcher = WorkerLauncher(spark, workerfns.returning_worker, 1, name="clean", start_timeout=25)
     workers = launcher.start()
     try:
-        assert launcher.send(0, Stop("not from the launcher's stop"))
-        again = launcher.wait_for_registration(0, min_attempt=1, timeout=30)
+        launcher.set_active(True)  # attempt 0 returns on it
+        again = registered(launcher, 0, min_attempt=1, timeout=30)
         assert again.pid != workers[0].pid
-        got = collect(launcher, lambda ms: any(m.type == "WorkerRestarting" for m in ms))
-        event = next(m for m in got if m.type == "WorkerRestarting")
-        assert event.worker == 0 and event.attempt == 0
-        assert event.msg.restarts == 1 and event.msg.delay == 0.0
-        assert "returned while the topology is running" in event.msg.reason
-        assert any(e.startswith("worker 0 restarted (restart 1)") for e in launcher.errors())
-        assert launcher.restarts == {0: 1}
+        (line,) = [e for e in launcher.errors() if e.startswith("worker 0 restarted")]
+        assert line.startswith("worker 0 restarted (restart 1): attempt 0 ended after")
+        assert "returned while the topology is running; next attempt in 0.0 s" in line
+        assert launcher.read(lambda s: s.restarts()) == {0: 1}
         assert launcher.running
     finally:
         assert launcher.stop(timeout=10) == []

@@ -20,12 +20,12 @@ from workerfns import NotRebuildable
 from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.distributed.processes import pid_alive
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import InvalidConfigError
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
 from tupletree.spark.errors import NotEnoughSlotsError
-from tupletree.spark.launcher import pid_alive
 
 pytestmark = pytest.mark.spark
 
@@ -673,8 +673,7 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
     pusher.send(header + pickle.dumps(RunsCode(str(marker))))
     intruder = ctx.socket(zmq.DEALER)
     intruder.setsockopt(zmq.LINGER, 0)
-    with launcher.dispatcher.lock:
-        intruder.setsockopt(zmq.ROUTING_ID, launcher.dispatcher.registry.routes[0])
+    intruder.setsockopt(zmq.ROUTING_ID, launcher.read(lambda s: s.registry.routes[0]))
     intruder.connect(launcher.service.endpoint)
     junk = ctx.socket(zmq.DEALER)
     junk.setsockopt(zmq.LINGER, 0)
@@ -696,6 +695,14 @@ def test_strangers_neither_run_code_in_a_worker_nor_take_its_route(
             "the topology to keep acking",
         )
         assert not marker.exists(), "a stranger's pickle ran in a worker"
+        # The refused frame is in the worker's figures too, not only in errors().
+        wait_for(
+            lambda: (
+                (cluster.worker_stats("guarded")[0]["frames_refused"] or {}).get("data", 0) >= 1
+            ),
+            30,
+            "worker 0 to report the refused data frame",
+        )
         assert intruder.poll(100) == 0, "the stranger received the worker's traffic"
         assert {i: w.attempt for i, w in cluster.workers("guarded").items()} == attempts
     finally:

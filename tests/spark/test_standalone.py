@@ -1,188 +1,110 @@
-"""SparkCluster against a Spark standalone cluster: a master and two workers (one core
-each) started on loopback from the pyspark install, the topology submitted from a
-separate driver process (one SparkContext per process: the suite's local session lives
-in this one). Skips with the reason when the cluster cannot be started."""
+"""tupletree on a Spark standalone cluster of two "hosts" (127.0.0.2 and 127.0.0.3),
+whose executors run a Python without tupletree: it reaches them only in the archive
+``tupletree pack`` writes (tests/standalone.py, the ``standalone`` fixture). The word
+count is submitted with the command docs/spark-cluster.md gives, and the banner names
+what the run really used. The scenario suite's ``standalone`` cluster is the same one."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
-import signal
-import socket
+import re
+import shlex
 import subprocess
 import sys
-import textwrap
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tupletree.spark.pack import ARCHIVE_NAME
+from tupletree.spark.standalone import spark_home
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-DRIVER = textwrap.dedent(
-    """
-    import json, sys, time
-    from collections import Counter
-    from tupletree import BasicBolt, Config, Spout, TopologyBuilder
-    from tupletree.spark.cluster import SparkCluster
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "spark-cluster.md"
 
-    WORDS = "alpha beta gamma delta".split()
 
-    class Words(Spout):
-        outputs = ["word"]
-        def open(self, conf, context, collector):
-            self.collector, self.n = collector, 0
-        def next_tuple(self):
-            if self.n < 400:
-                self.collector.emit([WORDS[self.n % 4]], msg_id=self.n)
-                self.n += 1
+def _doc_standalone_command() -> list[str]:
+    """The standalone spark-submit of docs/spark-cluster.md, as words: the ``sh`` block
+    after the heading 'On a standalone cluster', its last command."""
+    text = DOC.read_text()
+    section = text.split("### On a standalone cluster", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    joined = re.sub(r"\\\n\s*", " ", block)
+    commands = [line for line in joined.splitlines() if line.startswith("spark-submit")]
+    return shlex.split(commands[-1])
 
-    class CountsMetric:
-        def __init__(self, bolt):
-            self.bolt = bolt
-        def __call__(self):
-            return dict(self.bolt.counts)
 
-    class Count(BasicBolt):
-        outputs = []
-        def prepare(self, conf, context):
-            self.counts = Counter()
-            context.register_metric("counts", CountsMetric(self))
-        def execute(self, tup, collector):
-            self.counts[tup[0]] += 1
+def test_the_executors_import_tupletree_from_the_archive_only(standalone_driver, standalone):
+    """Each executor's Python is ./environment/bin/python of its working directory and
+    tupletree comes from there; the executors' own python3 cannot import it."""
+    seen = standalone_driver.executor_pythons()
+    assert seen, "no executor answered"
+    for python, module in seen:
+        assert f"/{ARCHIVE_NAME}/bin/python" in python, python
+        assert f"/{ARCHIVE_NAME}/lib/" in module, module
+        assert not Path(module).is_relative_to(REPO), module
+
+
+def test_workers_bind_the_address_of_their_own_host(standalone_driver):
+    """Two workers, one per single-core executor: each on its executor's address
+    (127.0.0.2, 127.0.0.3), none on the driver's 127.0.0.1. A data socket bound to
+    loopback where it should bind the host's address fails here."""
+    from tupletree import Config, TopologyBuilder
+    from tupletree.testing import FeederSpout
 
     b = TopologyBuilder()
-    b.set_spout("words", Words())
-    b.set_bolt("count", Count(), parallelism=2).fields_grouping("words", ["word"])
-    with SparkCluster(master=sys.argv[1]) as cluster:
-        cluster.spark.sparkContext.setLogLevel("FATAL")
-        conf = {Config.TOPOLOGY_WORKERS: 2, Config.TOPOLOGY_ACKER_EXECUTORS: 2}
-        cluster.submit_topology("standalone", conf, b.create_topology())
-        deadline = time.monotonic() + 60
-        while cluster.metrics("standalone")["words"]["acked"] < 400:
-            assert time.monotonic() < deadline, cluster.metrics("standalone")
-            time.sleep(0.2)
-        m = cluster.metrics("standalone")
-        counts = Counter()
-        for per_task in m["count"]["custom"]["counts"].values():
-            counts.update(per_task)
-        pids = {w.pid for w in cluster.workers("standalone").values()}
-        cluster.kill_topology("standalone")
-    print("RESULT " + json.dumps({"counts": counts, "failed": m["words"]["failed"],
-                                  "workers": len(pids)}))
-    """
-)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(path: Path, text: str, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text(errors="replace"):
-            return True
-        time.sleep(0.3)
-    return False
-
-
-@pytest.fixture(scope="module")
-def standalone(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """spark://127.0.0.1:PORT with two 1-core workers; torn down afterwards."""
-    spark_class = shutil.which("spark-class", path=str(Path(sys.executable).parent))
-    if spark_class is None:
-        pytest.skip("spark-class is not installed next to this Python (pyspark's scripts)")
-    logs = tmp_path_factory.mktemp("standalone")
-    env = {
-        **os.environ,
-        "SPARK_LOG_DIR": str(logs),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
-    port = _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs: list[subprocess.Popen] = []
-
-    def start(args: list[str], log: Path) -> None:
-        procs.append(
-            subprocess.Popen(
-                [spark_class, *args],
-                stdout=log.open("w"),
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        )
-
+    b.set_spout("feed", FeederSpout(["x"]))
+    conf = {Config.TOPOLOGY_WORKERS: 2}
+    standalone_driver.submit_topology("hosts", conf, b.create_topology())
     try:
-        start(
-            [
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(_free_port()),
-            ],
-            logs / "master.log",
-        )
-        if not _wait_for(logs / "master.log", "Starting Spark master", 60):
-            pytest.skip(
-                f"the standalone master did not start: {(logs / 'master.log').read_text()[-500:]}"
-            )
-        for i in range(2):
-            start(
-                [
-                    "org.apache.spark.deploy.worker.Worker",
-                    url,
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    "1",
-                    "--memory",
-                    "1g",
-                    "--webui-port",
-                    str(_free_port()),
-                    "--work-dir",
-                    str(logs / f"work{i}"),
-                ],
-                logs / f"worker{i}.log",
-            )
-        for i in range(2):
-            if not _wait_for(logs / f"worker{i}.log", "Successfully registered", 60):
-                pytest.skip(f"standalone worker {i} did not register")
-        yield url
+        workers = standalone_driver.workers("hosts")
     finally:
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        standalone_driver.kill_topology("hosts")
+    hosts = sorted(w.address.split("://")[1].rsplit(":", 1)[0] for w in workers.values())
+    assert hosts == ["127.0.0.2", "127.0.0.3"], workers
 
 
-def test_word_count_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> None:
-    """Two topology workers as tasks on two standalone Spark workers: every tuple is
-    acked and the counts are exact."""
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
+def test_word_count_submitted_as_the_docs_say(standalone, tmp_path):
+    """docs/spark-cluster.md's standalone command, with this cluster's master and archive:
+    every sentence acked on two workers, one per host; the banner names the real master,
+    the executors' hosts, and how long the archive took to reach them."""
+    words = _doc_standalone_command()
+    import tupletree.cli
+
+    # The doc's placeholders, each of which must be in it, and what they are here.
+    here = {
+        "spark-submit": str(spark_home() / "bin" / "spark-submit"),
+        "spark://master-host:7077": standalone.url,
+        f"env.tar.gz#{ARCHIVE_NAME}": f"{standalone.archive}#{ARCHIVE_NAME}",
+        "spark.pyspark.driver.python=python": f"spark.pyspark.driver.python={sys.executable}",
+        "$(python -c 'import tupletree.cli as c; print(c.__file__)')": tupletree.cli.__file__,
+        "examples/word_count.py": str(REPO / "examples" / "word_count.py"),
+    }
+    assert set(here) <= set(words), sorted(set(here) - set(words))
+    command = [here.get(word, word) for word in words] + ["--no-ui"]
+    # The doc's options, then this cluster's (one core a host: another application,
+    # the scenario suite's driver, may be running on it too).
+    command[1:1] = standalone.app_options()
     done = subprocess.run(
-        [sys.executable, str(script), standalone],
+        command,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=300,
+        env=standalone.driver_env(),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
-    assert result["counts"] == {"alpha": 100, "beta": 100, "gamma": 100, "delta": 100}
-    assert result["failed"] == 0
-    assert result["workers"] == 2
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    assert f"running word-count on Spark {standalone.url}, 2 worker(s)" in out, out
+    assert "executors: 2 on 127.0.0.2 (1 core), 127.0.0.3 (1 core)" in out, out
+    assert re.search(r"workers: 0 on 127\.0\.0\.[23]\b.*1 on 127\.0\.0\.[23]\b", out), out
+    ready = re.search(
+        rf"executors ready in [\d.]+ s \(archive {ARCHIVE_NAME} \(env\.tar\.gz, [\d.]+ MB\) "
+        rf"fetched and unpacked",
+        out,
+    )
+    assert ready, out
+    assert "done: 100,000 trees acked, 0 failed" in out, out
+    assert f"ran on {standalone.url}: workers 0 on 127.0.0." in out, out

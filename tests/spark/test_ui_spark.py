@@ -54,8 +54,10 @@ def _topology() -> Any:
     return b.create_topology()
 
 
-def _call(method: str, url: str) -> Any:
-    request = urllib.request.Request(url, data=b"" if method == "POST" else None, method=method)
+def _call(method: str, url: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else b"" if method == "POST" else None
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     with urllib.request.urlopen(request, timeout=60) as response:
         body = response.read()
     return json.loads(body) if method != "METRICS" else body
@@ -103,6 +105,11 @@ def test_rest_metrics_and_steering_on_spark(spark: Any) -> None:
             lambda: _families(url)["tupletree_worker_memory_bytes"].samples, "worker memory"
         )
         assert len(memory) == 2 and all(s.value > 1e6 for s in memory)
+        refused = _families(url)["tupletree_worker_frames_refused"].samples
+        assert {(s.labels["worker"], s.labels["kind"]) for s in refused} == {
+            (w, k) for w in "01" for k in ("control", "data", "unreadable")
+        }
+        assert all(s.value == 0 for s in refused)
 
         ans = _call("POST", f"{url}{API}/sparkwc/deactivate")
         assert ans == {
@@ -134,6 +141,18 @@ def test_rest_metrics_and_steering_on_spark(spark: Any) -> None:
             ),
             "emits after activate",
         )
+
+        # Storm UI's rebalance: the answer at once, then the new layout in the view.
+        ans = _call(
+            "POST",
+            f"{url}{API}/sparkwc/rebalance/0",
+            {"rebalanceOptions": {"numWorkers": 1, "executors": {"split": 1}}},
+        )
+        assert ans["topologyOperation"] == "rebalance" and ans["status"] == "success"
+        _wait(lambda: _call("GET", f"{url}{API}/sparkwc")["status"] == "ACTIVE", "rebalanced")
+        topo = _call("GET", f"{url}{API}/sparkwc")
+        assert topo["workersTotal"] == 1 and [w["index"] for w in topo["workers"]] == [0]
+        assert {b["boltId"]: b["executors"] for b in topo["bolts"]}["split"] == 1
 
         assert _call("POST", f"{url}{API}/sparkwc/kill/0")["topologyOperation"] == "kill"
         assert cluster.topologies() == []

@@ -424,5 +424,5 @@ def test_a_stateful_bolt_whose_methods_would_not_run_is_refused(bolt):
     b = TopologyBuilder()
     b.set_spout("source", StoreQueue(1))
     b.set_bolt("count", bolt).shuffle_grouping("source")
-    with pytest.raises(InvalidTopologyError, match="'count'.*(execute|pre_commit)"):
+    with pytest.raises(InvalidTopologyError, match=r"'count'.*(execute|pre_commit)"):
         b.create_topology()

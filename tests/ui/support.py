@@ -87,10 +87,17 @@ def word_count(limit: int | None = None, fail_every: int | None = None) -> Any:
 CONF = {Config.TOPOLOGY_MAX_SPOUT_PENDING: 200, Config.TOPOLOGY_ACKER_EXECUTORS: 1}
 
 
-def call(method: str, url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    """(status, JSON body) of a request; HTTP errors are answers here, not exceptions."""
+def call(
+    method: str, url: str, headers: dict[str, str] | None = None, body: Any = None
+) -> tuple[int, Any]:
+    """(status, JSON body) of a request (``body``: sent as JSON); HTTP errors are answers
+    here, not exceptions."""
     data = b"" if method == "POST" else None
-    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    headers = dict(headers or {})
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())

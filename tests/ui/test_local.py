@@ -435,3 +435,59 @@ def test_a_failing_cluster_call_is_a_json_500_naming_it():
         )
         (entry,) = get(f"{cluster.ui_url}{API}/summary")["topologies"]
         assert entry["status"] == "FAILED" and "ended" in entry["error"]
+
+
+def test_deactivate_answered_is_deactivate_seen(live):
+    """Issue 23: after POST deactivate answered success, the summary said ACTIVE for a
+    while. A call that returned is visible at once."""
+    live.submit_topology("wc", CONF, word_count())
+    url = live.ui_url
+    for op, status in (("deactivate", "INACTIVE"), ("activate", "ACTIVE")) * 2:
+        assert call("POST", f"{url}{API}/wc/{op}")[0] == 200
+        assert get(f"{url}{API}/summary")["topologies"][0]["status"] == status
+        assert get(f"{url}{API}/wc")["status"] == status
+
+
+def test_rebalance_through_rest_and_the_cli_shows_the_new_layout(live, capsys):
+    """Storm UI's POST rebalance/<wait_secs> with rebalanceOptions: checked at once (400
+    naming the problem), REBALANCING while the trees in flight get their wait (409 for
+    another rebalance meanwhile), then the new layout in the answers; the CLI's
+    ``rebalance NAME -w -n -e`` does the same."""
+    from tupletree import cli
+
+    live.submit_topology("held", CONF, never_acked(5))  # its trees stay pending
+    url = live.ui_url
+    rebalance = f"{url}{API}/held/rebalance"
+    status, body = call(
+        "POST", f"{rebalance}/0", body={"rebalanceOptions": {"executors": {"hold": 3}}}
+    )
+    assert status == 400 and "'hold' has 1 task(s)" in body["errorMessage"]
+    assert "not 3" in body["errorMessage"]
+    status, body = call("POST", f"{rebalance}/0", body={"rebalanceOptions": {"numWorkers": 0}})
+    assert status == 400 and "workers must be an integer >= 1" in body["errorMessage"]
+    assert call("POST", f"{rebalance}/-1")[0] == 400
+    assert call("POST", f"{url}{API}/nope/rebalance/0")[0] == 404
+
+    status, body = call("POST", f"{rebalance}/2", body={"rebalanceOptions": {"numWorkers": 2}})
+    assert status == 200
+    assert body == {"topologyOperation": "rebalance", "topologyId": "held", "status": "success"}
+    assert get(f"{url}{API}/summary")["topologies"][0]["status"] == "REBALANCING"
+    status, body = call("POST", f"{rebalance}/0", body={})
+    assert status == 409 and "rebalancing already" in body["errorMessage"]
+    assert call("POST", f"{url}{API}/held/deactivate")[0] == 409
+    eventually(lambda: get(f"{url}{API}/held")["status"] == "ACTIVE", what="the rebalance")
+    assert live.topology_info("held")["conf"][Config.TOPOLOGY_WORKERS] == 2
+
+    live.submit_topology("wc", CONF, word_count())
+    address = url.removeprefix("http://")
+    assert (
+        cli.main(["rebalance", "wc", "-w", "0", "-n", "3", "-e", "count=2", "--ui", address]) == 0
+    )
+    assert "rebalancing wc" in capsys.readouterr().out
+    eventually(lambda: get(f"{url}{API}/wc")["status"] == "ACTIVE", what="the rebalance")
+    page = get(f"{url}{API}/wc")
+    assert {b["boltId"]: b["executors"] for b in page["bolts"]} == {"split": 2, "count": 2}
+    assert cli.main(["rebalance", "wc", "-w", "0", "-e", "count=5", "--ui", address]) == 1
+    assert "'count' has 2 task(s)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["rebalance", "wc", "-e", "count", "--ui", address])

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.registry import entries, new_journal, record
 from tupletree import Bolt
 from tupletree.testing import FeederSpout
 from tupletree.windowing import WindowedBolt
+
+from ..registry import entries, new_journal, record
 
 
 class Collect(WindowedBolt):

@@ -140,6 +140,32 @@ def test_event_time_length_20_slide_10(sim):
     assert metric(sim)["watermark_ms"] == 631
 
 
+def seconds_field(tup: Any) -> int:
+    """A timestamp extractor: the tuple carries seconds, windows want ms."""
+    return tup.get("secs") * 1000
+
+
+def test_event_time_from_a_timestamp_extractor(sim):
+    """with_timestamp_extractor(fn), copied to the task with the bolt: the same windows
+    as a field, from a function of the tuple."""
+    j = new_journal()
+    bolt = (
+        Collect(j)
+        .with_window(Duration.seconds(20), Duration.seconds(10))
+        .with_timestamp_extractor(seconds_field)
+        .with_lag(Duration.seconds(5))
+    )
+    spout, topology = build(bolt, j, ["id", "secs"])
+    sim.submit_topology("w", CONF, topology)
+    for i, ts in EVENTS:
+        spout.feed([i, ts], msg_id=i)
+    sim.wait_idle()
+    sim.advance_time(1)
+    got = windows(j)
+    assert [w["ids"] for w in got] == [[1, 2, 3], [1, 2, 3, 4], [4, 5]]
+    assert [w["end"] for w in got] == [610_000, 620_000, 630_000]
+
+
 def test_event_time_lag_takes_an_out_of_order_tuple(sim):
     """Storm's testEventTimeLag through a bolt: 7@629 arrives after 6@632 and is still
     in the window ending at 630: [1,2,3], [1,2,3,4], [4,5,7]."""

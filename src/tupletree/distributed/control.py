@@ -6,8 +6,7 @@ and ``decode_envelope``/``decode_command`` refuse any other type. Workers send
 ``FromWorker`` messages, each wrapped in an ``Envelope`` that names the worker and its
 attempt (so the driver can drop what an attempt that has since been replaced still
 says); the driver sends ``ToWorker`` messages (the socket already says which
-worker). ``Launcher events`` never cross the wire: the driver's own job thread reports
-through them.
+worker).
 
 A frame is ``[mac, payload]``: the payload is a pickle, the mac its HMAC-SHA256 keyed
 with the topology's secret, checked *before* anything is unpickled, so a stranger who
@@ -15,9 +14,14 @@ reaches the control port cannot make the driver (or a worker) unpickle anything.
 secret reaches workers inside their Spark task (the closure), never over the network
 the workers listen on. ``data_key`` derives the data plane's key from the same secret.
 
-Adding a message: a dataclass here, in ``FromWorker`` or ``ToWorker``; then its
-handler in the driver's one dispatcher (``distributed/dispatch.py``) or in the worker's
-loop (``distributed/worker_main.py``).
+A signed frame can still be replayed by whoever saw it: the driver takes each message a
+task sends on a socket of its own (``TaskStarted``, a fatal ``ErrorReport``,
+``Exiting``) once per attempt, and everything else only from the route the worker's
+own registration bound (``distributed/driver_state.py``).
+
+Adding a message: a dataclass here, in the ``FromWorker`` or ``ToWorker`` union; then
+its one ``case`` in ``DriverState.on`` (``distributed/driver_state.py``) or its branch
+in the worker's loop (``distributed/worker_main.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import hmac
 import pickle
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 MAC_BYTES = 32  # HMAC-SHA256
 
@@ -49,7 +53,6 @@ class Register:
     pid: int
     host: str
     address: str
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,11 @@ class Ready:
 class Metrics:
     """A worker's periodic report: its tasks' metrics, the errors reported since the
     last report, whether its last round was idle, frames per peer address, its
-    resident memory (None where it cannot be read), and the trees its spouts saw time
-    out since the last report (``TimedOutTree.to_dict``; at most ``RECENT_LIMIT``)."""
+    resident memory (None where it cannot be read), the trees its spouts saw time
+    out since the last report (``TimedOutTree.to_dict``; at most ``RECENT_LIMIT``), and
+    the frames it refused so far, by kind (``"control"``: failed authentication on its
+    control socket; ``"data"``: on its data socket; ``"unreadable"``: signed data
+    frames it could not read)."""
 
     snapshot: dict[int, dict[str, Any]]
     errors: list[str]
@@ -76,6 +82,7 @@ class Metrics:
     received_from: dict[str, int]
     rss_bytes: int | None = None
     timed_out: list[dict[str, Any]] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,16 +108,7 @@ class Exiting:
 
 
 FromWorker = TaskStarted | Register | Heartbeat | Ready | Metrics | ErrorReport | LogLine | Exiting
-FROM_WORKER: tuple[type, ...] = (
-    TaskStarted,
-    Register,
-    Heartbeat,
-    Ready,
-    Metrics,
-    ErrorReport,
-    LogLine,
-    Exiting,
-)
+FROM_WORKER: tuple[type, ...] = get_args(FromWorker)
 
 
 @dataclass(frozen=True)
@@ -129,12 +127,10 @@ class Envelope:
 
 @dataclass(frozen=True)
 class Welcome:
-    """The answer to ``Register``: the worker count, the peers known so far, the
-    worker's assignment."""
+    """The answer to ``Register``: the worker count and the peers known so far."""
 
     num_workers: int
     peers: dict[int, str]
-    assignment: Any
     attempt: int
 
 
@@ -177,45 +173,7 @@ class Deactivate:
 
 
 ToWorker = Welcome | Peers | Ping | Ack | Stop | Activate | Deactivate
-TO_WORKER: tuple[type, ...] = (Welcome, Peers, Ping, Ack, Stop, Activate, Deactivate)
-
-
-# ------------------------------------------------------------------ launcher events
-
-
-@dataclass(frozen=True)
-class WorkerRegistered:
-    """A worker (re)registered; ``restarted`` when it replaced an earlier attempt."""
-
-    restarted: bool
-    previous_attempt: int | None
-    pid: int
-    host: str
-    address: str
-
-
-@dataclass(frozen=True)
-class WorkerRestarting:
-    """A worker's attempt ended while its topology lives; it is started again after
-    ``delay`` s. ``reason`` is why it ended (its last error), ``lived`` how long it ran,
-    ``restarts`` the worker's restarts so far, ``crash_loop`` set once ``quick_deaths``
-    attempts in a row died young."""
-
-    reason: str
-    lived: float
-    delay: float
-    restarts: int
-    quick_deaths: int
-    crash_loop: bool
-
-
-@dataclass(frozen=True)
-class JobEnded:
-    """The Spark job running the workers ended; ``requested`` when the driver stopped
-    it, ``error`` (a one-line summary) when it failed."""
-
-    error: str | None
-    requested: bool
+TO_WORKER: tuple[type, ...] = get_args(ToWorker)
 
 
 # ------------------------------------------------------------------ frames

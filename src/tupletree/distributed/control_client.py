@@ -39,8 +39,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import zmq
 
@@ -60,6 +59,7 @@ from tupletree.distributed.control import (
     ToWorker,
     Welcome,
 )
+from tupletree.distributed.waiting import wait_for
 from tupletree.distributed.waker import Waker
 
 # A driver's commands are small; a peer table is one address per worker.
@@ -89,10 +89,16 @@ def parse_control_address(control_address: str) -> tuple[str, bytes]:
 def advertise_host(control_address: str) -> str:
     """The IP address other workers should use to reach a socket bound on this worker.
 
-    With a driver on loopback (local mode) that is 127.0.0.1. Otherwise it is the local
-    address of the interface that routes to the driver, found by connecting a UDP
-    socket (which sends nothing), so multi-homed executors pick the reachable one.
+    ``SPARK_LOCAL_IP`` first, when it names one address: it is Spark's own setting for
+    the address this host's Spark binds (``spark-env.sh``), and executors and their
+    Python workers inherit it from the Spark worker. Else, with a driver on loopback
+    (local mode), 127.0.0.1. Else the local address of the interface that routes to the
+    driver, found by connecting a UDP socket (which sends nothing), so multi-homed
+    executors pick the reachable one.
     """
+    local_ip = os.environ.get("SPARK_LOCAL_IP", "").strip()
+    if local_ip and local_ip not in ("0.0.0.0", "::"):
+        return local_ip
     endpoint, _ = parse_control_address(control_address)
     host_port = endpoint.split("://", 1)[-1]
     host, _, port = host_port.rpartition(":")
@@ -133,17 +139,16 @@ class ControlClient:
     ) -> None:
         self.worker_index = worker_index
         self.attempt = attempt
-        self.control_address = control_address
         self._endpoint, self._secret = parse_control_address(control_address)
         self._heartbeat_interval = heartbeat_interval
         self._driver_timeout = driver_timeout
 
         self.peers: dict[int, str] = {}
         self.num_workers: int | None = None
-        self.assignment: Any = None
         self.stop_requested = threading.Event()
         self.driver_lost: str | None = None
-        self.frames_refused = 0  # frames that failed authentication or did not parse
+        # Frames that failed authentication or did not parse (in the worker's reports).
+        self.frames_refused = 0
         self._welcome: Welcome | None = None
         self._welcomed = threading.Event()
         self._peers_changed = threading.Condition()
@@ -166,16 +171,10 @@ class ControlClient:
 
     # ---------------------------------------------------------------- public API
 
-    def register(
-        self, address: str, info: Mapping[str, Any] | None = None, timeout: float = 30.0
-    ) -> Welcome:
+    def register(self, address: str, timeout: float = 30.0) -> Welcome:
         """Announce this worker (its data socket ``address``, pid, host) and wait for the
-        driver's welcome: worker count, peers known so far, assignment."""
-        self._send_raw(
-            Register(
-                pid=os.getpid(), host=socket.gethostname(), address=address, info=dict(info or {})
-            )
-        )
+        driver's welcome: worker count and the peers known so far."""
+        self._send_raw(Register(pid=os.getpid(), host=socket.gethostname(), address=address))
         if not self._welcomed.wait(timeout):
             raise TimeoutError(
                 f"worker {self.worker_index} (attempt {self.attempt}) got no answer from "
@@ -186,17 +185,18 @@ class ControlClient:
 
     def wait_for_peers(self, timeout: float | None = 30.0) -> dict[int, str]:
         """Block until the address of every worker is known; return the peer table."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._peers_changed:
-            while self.num_workers is None or len(self.peers) < self.num_workers:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(
-                        f"worker {self.worker_index}: knows {sorted(self.peers)} of "
-                        f"{self.num_workers} peers after {timeout} s"
-                    )
-                self._peers_changed.wait(remaining)
-            return dict(self.peers)
+
+        def known() -> dict[int, str] | None:
+            complete = self.num_workers is not None and len(self.peers) >= self.num_workers
+            return dict(self.peers) if complete else None
+
+        peers = wait_for(self._peers_changed, known, timeout)
+        if peers is None:
+            raise TimeoutError(
+                f"worker {self.worker_index}: knows {sorted(self.peers)} of "
+                f"{self.num_workers} peers after {timeout} s"
+            )
+        return peers
 
     def recv(self, timeout: float | None = None) -> ToWorker | None:
         """The next message from the driver, or None after ``timeout`` seconds
@@ -320,7 +320,6 @@ class ControlClient:
             with self._peers_changed:
                 self.num_workers = msg.num_workers
                 self.peers.update(msg.peers)
-                self.assignment = msg.assignment
                 self._peers_changed.notify_all()
             self._welcome = msg
             self._welcomed.set()

@@ -1,17 +1,18 @@
 """The driver's control socket: a ZeroMQ ROUTER on a thread of its own.
 
 It authenticates every frame before anything is unpickled (``control.decode_envelope``),
-hands each envelope to a handler (the ``Dispatcher``) and sends what the handler
-returns; it pings the registered workers every ``ping_interval`` seconds, so they know
-the driver is alive, and then calls ``on_tick(now)`` (the launcher's hang checks).
-``send`` may be called from any thread.
+hands each envelope to a handler (the launcher's, into its ``DriverState``) and sends
+what the handler returns; it pings the registered workers every ``ping_interval``
+seconds, so they know the driver is alive, and then calls ``on_tick(now)`` (the
+state's hang checks). ``send`` may be called from any thread.
 
 Routes: a worker's DEALER picks a random, unguessable routing id, and the ROUTER runs
 without ``ROUTER_HANDOVER``, so a second connection that claims an id in use is refused
-by ZeroMQ itself instead of taking the route over; and the dispatcher binds a route to a
-worker only on that worker's signed registration. Refused frames are counted per
-claimed sender (bounded) and reported at most every ``Rejections.report_every`` seconds,
-to the log and through ``on_rejected``. Frames over ``MAX_FRAME_BYTES`` are refused by
+by ZeroMQ itself instead of taking the route over; and the driver's state binds a route
+to a worker only on that worker's signed registration. Refused frames are counted per
+claimed sender (bounded) and reported at most every ``Rejections.report_every`` seconds
+(on the ping timer too, so the last of a burst is not left unsaid), to the log and
+through ``on_rejected``. Frames over ``MAX_FRAME_BYTES`` are refused by
 ZeroMQ before they are read (the connection that sent one is dropped).
 """
 
@@ -128,6 +129,7 @@ class ControlService:
                     ping = control.encode(self._secret, Ping())
                     for route in self._routes():
                         router.send_multipart([route, *ping])
+                    self._report(self.rejections.due(now))
                     if self._on_tick is not None:
                         self._on_tick(now)
         except zmq.ContextTerminated:
@@ -170,7 +172,9 @@ class ControlService:
                     router.send_multipart([send.route, *control.encode(self._secret, send.message)])
 
     def _reject(self, route: bytes, reason: str, now: float) -> None:
-        report = self.rejections.reject(route.hex(), reason, now)
+        self._report(self.rejections.reject(route.hex(), reason, now))
+
+    def _report(self, report: str | None) -> None:
         if report is None:
             return
         log.warning("%s: %s", self.name, report)

@@ -1,8 +1,12 @@
-"""Waiting for local worker processes to end, through /proc (the launcher's stop)."""
+"""Local worker processes, through /proc: waiting for them to end (the launcher's stop)
+and killing one that hangs when nothing gentler took."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import time
 
 
@@ -32,3 +36,10 @@ def pid_alive(pid: int) -> bool:
         except PermissionError:
             return True
         return True
+
+
+def kill_if_here(host: str, pid: int) -> None:
+    """SIGKILL process ``pid`` if it runs on this host (``host`` as it said) and lives."""
+    if host == socket.gethostname() and pid_alive(pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

@@ -3,14 +3,15 @@
 ``Registry`` holds which attempt of each worker is current, the route (ZeroMQ routing
 id) its signed registration came from, and its data address; it decides, for each
 registration, what to send to whom, and returns it (``Send`` outcomes) instead of
-sending: the control service does the I/O. No sockets, threads or clocks here (the
-caller passes ``now``), so every rule is tested with plain values.
+sending: the control service does the I/O. No sockets, threads or clocks here, so
+every rule is tested with plain values.
 
 The rules:
 
 - A worker index outside ``range(num_workers)`` is refused.
-- An attempt older than the current one (an old process that outlived its
-  replacement) is told to stop, and changes nothing.
+- An attempt older than the current one, or than the generation's first (an old
+  process that outlived its replacement, or a rebalance), is told to stop, and changes
+  nothing.
 - A route is bound to a worker only by that worker's signed registration, and an
   attempt's route never changes hands: a second registration of the current attempt
   from another route (a replayed frame, another socket), or one on a route that serves
@@ -22,6 +23,10 @@ The rules:
 - Messages other than registration are accepted from the current attempt only, and
   (but for the ones a task sends on a short-lived socket) only from its bound route.
 
+A rebalance starts a new generation (``new_generation``): the tables empty, the worker
+count may change, and every index gets a floor, the first attempt of its new run, below
+which nothing is taken.
+
 Bounds: the tables hold one entry per worker index; ``seen_pids`` one per process
 that registered or started a task, which a topology's life bounds only by its
 restarts (the launcher reads it to wait for local processes on stop).
@@ -29,8 +34,7 @@ restarts (the launcher reads it to wait for local processes on stop).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from tupletree.distributed.control import (
     Peers,
@@ -39,7 +43,6 @@ from tupletree.distributed.control import (
     TaskStarted,
     ToWorker,
     Welcome,
-    WorkerRegistered,
 )
 
 
@@ -53,8 +56,6 @@ class WorkerInfo:
     host: str
     address: str
     task_attempt_id: int | None
-    registered_at: float  # the caller's clock (time.monotonic() on the driver)
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,53 +68,60 @@ class Send:
 
 @dataclass(frozen=True)
 class Registration:
-    """What a registration decided: the messages to send, the event for listeners
-    (None when nothing changed), and why it was refused (None when it was not)."""
+    """What a registration decided: the messages to send, the worker's new entry (None
+    when nothing changed), whether it replaced an earlier attempt, and why it was
+    refused (None when it was not)."""
 
     sends: list[Send]
-    event: WorkerRegistered | None = None
+    registered: WorkerInfo | None = None
+    restarted: bool = False
     refused: str | None = None
 
 
 class Registry:
     """The driver's view of its workers' registrations (see the module docstring)."""
 
-    def __init__(self, num_workers: int, assignments: dict[int, Any] | None = None) -> None:
-        if num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-        self.num_workers = num_workers
-        self.assignments = dict(assignments or {})
+    def __init__(self, num_workers: int) -> None:
         self.workers: dict[int, WorkerInfo] = {}
         self.routes: dict[int, bytes] = {}
         self.tasks: dict[int, tuple[int, TaskStarted]] = {}  # index -> (attempt, its start)
         self.exited: set[int] = set()
         self.seen_pids: set[tuple[str, int]] = set()
+        self.new_generation(num_workers, {})
+
+    def new_generation(self, num_workers: int, floors: dict[int, int]) -> None:
+        """Forget the current workers (every one has ended): ``num_workers`` workers
+        register from now on, worker ``i`` from attempt ``floors.get(i, 0)`` on."""
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        self.num_workers = num_workers
+        self.floors = dict(floors)
+        self.workers.clear()
+        self.routes.clear()
+        self.tasks.clear()
+        self.exited.clear()
         self.all_registered = False
         self.stopping = False
-        self.refused = 0  # registrations refused (unknown index, a route changing hands)
 
     # -- registration --------------------------------------------------------------
 
-    def register(
-        self, route: bytes, index: int, attempt: int, msg: Register, now: float
-    ) -> Registration:
+    def register(self, route: bytes, index: int, attempt: int, msg: Register) -> Registration:
         """Decide on a signed registration that came from ``route``."""
         if not 0 <= index < self.num_workers:
-            self.refused += 1
             return Registration([], refused=f"registration from unknown worker index {index}")
         previous = self.workers.get(index)
-        if previous is not None and previous.attempt > attempt:
+        if attempt < self.floors.get(index, 0) or (
+            previous is not None and previous.attempt > attempt
+        ):
             # An older attempt that outlived its replacement: retire it.
             return Registration([Send(route, Stop(f"attempt {attempt} was replaced"))])
         owner = next((i for i, r in self.routes.items() if r == route and i != index), None)
         if owner is not None:
-            self.refused += 1
             return Registration(
                 [], refused=f"worker {index}'s registration came on worker {owner}'s route"
             )
         old_route = self.routes.get(index)
         if previous is not None and previous.attempt == attempt and old_route != route:
-            self.refused += 1
             return Registration(
                 [],
                 refused=(
@@ -133,8 +141,6 @@ class Registry:
             host=msg.host,
             address=msg.address,
             task_attempt_id=task_id,
-            registered_at=now,
-            info=dict(msg.info),
         )
         self.workers[index] = info
         self.routes[index] = route
@@ -144,9 +150,7 @@ class Registry:
         if first_full:
             self.all_registered = True
         peers = self.peers()
-        sends = [
-            Send(route, Welcome(self.num_workers, peers, self.assignments.get(index), attempt))
-        ]
+        sends = [Send(route, Welcome(self.num_workers, peers, attempt))]
         if self.stopping:  # re-run by Spark while the driver shuts down: stop it at once
             sends.append(Send(route, Stop("launcher is stopping")))
         restarted = previous is not None and previous.attempt < attempt
@@ -159,14 +163,7 @@ class Registry:
             update = Peers(peers, [index])
         if update is not None:
             sends += [Send(r, update) for i, r in sorted(self.routes.items()) if i != index]
-        event = WorkerRegistered(
-            restarted=restarted,
-            previous_attempt=previous.attempt if previous is not None else None,
-            pid=info.pid,
-            host=info.host,
-            address=info.address,
-        )
-        return Registration(sends, event)
+        return Registration(sends, info, restarted)
 
     # -- other messages ------------------------------------------------------------
 
@@ -174,7 +171,7 @@ class Registry:
         """Whether a message (not a registration) from ``index``/``attempt`` arriving
         on ``route`` is taken. ``one_shot``: a message a task sends on a short-lived
         socket of its own (``send_once``), which has no bound route."""
-        if not 0 <= index < self.num_workers:
+        if not 0 <= index < self.num_workers or attempt < self.floors.get(index, 0):
             return False
         current = self.workers.get(index)
         if current is None:

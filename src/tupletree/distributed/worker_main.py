@@ -1,9 +1,11 @@
-"""The body of a topology worker running inside a Spark task.
+"""The body of a topology worker, run by the driver's launcher (inside a Spark task).
 
 ``TopologyWorkerMain`` is the picklable ``worker_main`` handed to the WorkerLauncher.
-In the Spark task it: binds its data socket, registers with the driver, builds the same
-``Worker`` LocalCluster uses for its share of the tasks (remote tasks reached through
-the Transport, also its ``link``), and runs the loop until the driver says stop:
+It binds its data socket, registers with the driver, builds the same ``Worker``
+LocalCluster uses for its share of the tasks (remote tasks reached through the
+Transport, also its ``link``), says ``Ready`` and runs the loop until the driver says
+stop. It starts inactive: the driver answers ``Ready`` with ``Activate`` when the
+topology is active.
 
     control messages -> ``worker.step(now)`` (timers, frames in, a round, frames out)
     -> report metrics every REPORT_SECS -> wait on the data socket when idle.
@@ -45,7 +47,6 @@ class TopologyWorkerMain:
         topology_blob: bytes,
         conf: dict[str, Any],
         placement: dict[int, int],
-        active: bool,
         start_timeout: float,
         driver_timeout: float = DRIVER_TIMEOUT_SECS,
     ) -> None:
@@ -53,7 +54,6 @@ class TopologyWorkerMain:
         self.topology_blob = topology_blob
         self.conf = conf
         self.placement = placement
-        self.active = active
         self.start_timeout = start_timeout  # how long the driver waits for every worker
         self.driver_timeout = driver_timeout  # silence after which the driver is lost
 
@@ -103,7 +103,7 @@ class TopologyWorkerMain:
             logging.getLogger().addHandler(forward)
             mine = local_tasks(placement, index)
             try:
-                control.register(transport.address, info={"tasks": mine})
+                control.register(transport.address)
                 worker = Worker(
                     self.name,
                     topology,
@@ -118,9 +118,8 @@ class TopologyWorkerMain:
                 # As long as the driver waits for a start: peers that start late are
                 # not a reason to fail this task (each failure uses a Spark retry).
                 transport.set_peers(control.wait_for_peers(self.start_timeout), index)
-                # A restarted worker starts inactive; the driver activates it if the
-                # topology is active now (it may have been deactivated since submit).
-                worker.start(active=self.active and attempt == 0)
+                # Inactive: the driver activates it if the topology is active now.
+                worker.start(active=False)
                 control.send(Ready())
                 with worker_gc():
                     _loop(worker, transport, control, index)
@@ -229,6 +228,11 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         if now - last_report >= REPORT_SECS or (draining_since is not None and idle_rounds):
             sent = _report(worker, transport, control, sent, idle_rounds > 0)
             last_report = now
+            # Refused data frames are reported on this timer too, not only when the
+            # next bad frame arrives.
+            due = transport.rejections.due(now)
+            if due is not None:
+                worker.report_error(f"worker {index}: {due}")
         if draining_since is not None and (
             (idle_rounds > 2 and not transport.blocked()) or now - draining_since > DRAIN_SECS
         ):
@@ -258,6 +262,11 @@ def _report(
             sent_to=dict(transport.sent_to),
             received_from=dict(transport.received_from),
             rss_bytes=resident_bytes(),
+            refused={
+                "control": control.frames_refused,
+                "data": transport.rejections.total,
+                "unreadable": transport.frames_unreadable,
+            },
         )
     )
     return worker.error_count, worker.timed_out.count

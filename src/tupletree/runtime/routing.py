@@ -54,13 +54,14 @@ LOAD_CHECK_EVERY = 256
 
 
 class LoadAwareShuffleRouter:
-    """Shuffle grouping as Storm 2 does it when some targets are on this worker and some
-    are not (LoadAwareShuffleGrouping with locality awareness, Storm's
-    docs/LocalityAwareness.md): round-robin over the worker-local targets while their
-    average load stays under ``topology.localityaware.higher.bound``; over every target
-    from then until it falls under ``topology.localityaware.lower.bound``. A tuple that
-    stays in its worker is handed over in memory; one that crosses is encoded, sent and
-    rebuilt (about a microsecond all told, bench/transport.py).
+    """Shuffle grouping as Storm 2 does it when some targets are on this worker and some are
+    not (LoadAwareShuffleGrouping with locality awareness,
+    https://storm.apache.org/releases/current/LocalityAwareness.html): round-robin over the
+    worker-local targets while their average load stays under
+    ``topology.localityaware.higher.bound``; over every target from then until it falls
+    under ``topology.localityaware.lower.bound``. A tuple that stays in its worker is handed
+    over in memory; one that crosses is encoded, sent and rebuilt (about a microsecond all
+    told, bench/transport.py).
 
     Load is Storm's: queued tuples over the receive buffer size
     (``topology.executor.receive.buffer.size``), averaged over the local targets.

@@ -21,25 +21,18 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tupletree.cluster import ClusterBase
+from tupletree.cluster import ClusterBase, plan_rebalance
 from tupletree.config import Config
-from tupletree.distributed.control import (
-    Activate,
-    Deactivate,
-    JobEnded,
-    Metrics,
-    WorkerRegistered,
-    WorkerRestarting,
-)
+from tupletree.distributed.driver_state import DriverState
 from tupletree.distributed.scheduler import assign
 from tupletree.errors import TopologyNotFoundError
-from tupletree.runtime.metrics import aggregate, merge_snapshots
-from tupletree.runtime.stalls import RECENT_LIMIT, TimedOutTree
-from tupletree.runtime.worker import make_layout, pickled_components
+from tupletree.runtime.metrics import aggregate
+from tupletree.runtime.stalls import TimedOutTree
+from tupletree.runtime.worker import acker_count, make_layout, pickled_components
 from tupletree.spark.errors import SparkJobFailed
 from tupletree.topology.builder import Topology
 
@@ -52,62 +45,27 @@ START_TIMEOUT_SECS = 120.0
 SLOT_WAIT_SECS = 100.0
 
 
-class _Running:
-    """Driver-side state of one submitted topology: the launcher's ``Listener``.
+class RunningTopology:
+    """One submitted topology on the driver: its layout and config, the pickled topology
+    its workers run, its executors per component (a rebalance changes them and the
+    config's ``topology.workers``), and the launcher that runs its workers and keeps
+    what they report (``launcher.state``). ``lock`` orders the calls that steer it."""
 
-    Errors and log lines are the launcher's (one list each, whoever reported them);
-    what is kept here is what only a topology has: its metrics, readiness and state."""
-
-    def __init__(self, layout: Any, active: bool, conf: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        layout: Any,
+        conf: dict[str, Any],
+        blob: bytes,
+        executors: dict[str, int],
+        launcher: Any,
+    ) -> None:
         self.layout = layout
-        self.launcher: Any = None
-        self.active = active
-        self.conf = conf or {}
+        self.conf = conf
+        self.blob = blob
+        self.executors = executors
+        self.launcher = launcher
         self.submitted_at = time.monotonic()
-        self.lock = threading.Lock()
-        self.snapshots: dict[tuple[int, int], dict[int, dict[str, Any]]] = {}
-        # worker -> (attempt, its latest metrics report, when it came)
-        self.reports: dict[int, tuple[int, Metrics, float]] = {}
-        self.ready_workers: set[int] = set()  # workers that said Ready (any attempt)
-        self.ended: str | None = None  # why the Spark job ended, when nobody asked it to
-        self.crash_loops: dict[int, str] = {}  # worker -> the last error of its crash loop
-        # The newest timed-out trees over all workers, oldest first (runtime/stalls.py).
-        self.timed_out: deque[TimedOutTree] = deque(maxlen=RECENT_LIMIT)
-        self.changed = threading.Condition(self.lock)
-
-    def worker_registered(self, worker: int, attempt: int, event: WorkerRegistered) -> None:
-        pass  # a restarted worker is activated once it is Ready (below)
-
-    def ready(self, worker: int, attempt: int) -> None:
-        with self.lock:
-            self.ready_workers.add(worker)
-            # A restarted worker starts inactive (the topology may have been deactivated
-            # since submit): activate it if the topology is active. Under the lock that
-            # activate/deactivate hold, so it is told the state that is broadcast.
-            if attempt > 0 and self.active:
-                self.launcher.send(worker, Activate())
-            self.changed.notify_all()
-
-    def metrics(self, worker: int, attempt: int, report: Metrics) -> None:
-        with self.lock:
-            self.snapshots[(worker, attempt)] = report.snapshot
-            self.reports[worker] = (attempt, report, time.monotonic())
-            self.timed_out.extend(TimedOutTree.from_dict(t) for t in report.timed_out)
-            self.changed.notify_all()
-
-    def worker_restarting(self, worker: int, attempt: int, event: WorkerRestarting) -> None:
-        with self.lock:
-            if event.crash_loop:
-                self.crash_loops[worker] = event.reason
-            else:
-                self.crash_loops.pop(worker, None)
-            self.changed.notify_all()
-
-    def job_ended(self, event: JobEnded) -> None:
-        with self.lock:
-            if not event.requested:
-                self.ended = event.error or "it ended without being asked to"
-            self.changed.notify_all()
+        self.lock = threading.RLock()
 
 
 class SparkCluster(ClusterBase):
@@ -134,7 +92,7 @@ class SparkCluster(ClusterBase):
         self._spark = spark
         self._requested_master = master
         self._owns_session = False
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, RunningTopology] = {}
         self._start_ui()
 
     # -- session ----------------------------------------------------------------------
@@ -166,7 +124,6 @@ class SparkCluster(ClusterBase):
         is ready. Raises at once (with the numbers) when Spark lacks the task slots."""
         from pyspark import cloudpickle
 
-        from tupletree.distributed.worker_main import TopologyWorkerMain
         from tupletree.spark.launcher import WorkerLauncher
 
         full_conf = self._checked_submission(name, conf, topology, self._running)
@@ -174,75 +131,103 @@ class SparkCluster(ClusterBase):
         pickled_components(topology, cloudpickle.dumps)  # names an unpicklable component
         blob = cloudpickle.dumps(topology)
         layout = make_layout(topology, full_conf)
+        executors = {cid: spec.parallelism for cid, spec in topology.components.items()}
         workers = full_conf[Config.TOPOLOGY_WORKERS]
-        placement = assign(layout, workers)
-        main = TopologyWorkerMain(
-            name, blob, full_conf, placement, not inactive, START_TIMEOUT_SECS
-        )
-        running = _Running(layout, active=not inactive, conf=full_conf)
         launcher = WorkerLauncher(
             self.spark,
-            main,
+            _worker_main(name, blob, full_conf, layout, executors),
             workers,
             name=name,
             start_timeout=START_TIMEOUT_SECS,
             slot_wait=SLOT_WAIT_SECS,
-            listener=running,
             worker_timeout=full_conf[Config.SUPERVISOR_WORKER_TIMEOUT_SECS],
+            active=not inactive,
         )
-        running.launcher = launcher
-        launcher.start()
-        deadline = time.monotonic() + START_TIMEOUT_SECS
-        with running.lock:
-            while running.ready_workers != set(range(workers)):
-                if launcher.job_error is not None or not launcher.running:
-                    break
-                if set(running.crash_loops) - running.ready_workers:
-                    break  # a worker that cannot get ready: say so now, not at the timeout
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                running.changed.wait(min(remaining, 0.5))
-            ready = set(running.ready_workers)
-            loops = {w: e for w, e in running.crash_loops.items() if w not in ready}
-        errors = launcher.errors()
-        if ready != set(range(workers)):
+        try:
+            launcher.start()
+        except SparkJobFailed as exc:
+            hinted = _with_import_hint(exc, launcher, self.spark)
+            if hinted is None:
+                raise
+            raise hinted from exc
+        problem = _wait_ready(launcher)
+        if problem is not None:
             launcher.stop(timeout=10.0)
-            detail = f"; first worker error: {errors[0]}" if errors else ""
-            if loops:
-                worker, error = min(loops.items())
-                detail = f"; worker {worker} is in a crash loop: {error}{detail}"
-            raise RuntimeError(
-                f"topology {name!r}: workers {sorted(set(range(workers)) - ready)} did not "
-                f"start their tasks{detail}"
-            )
-        self._running[name] = running
+            raise SparkJobFailed(f"topology {name!r}: {problem}")
+        self._running[name] = RunningTopology(layout, full_conf, blob, executors, launcher)
 
-    def _get(self, name: str) -> _Running:
+    def _get(self, name: str) -> RunningTopology:
         try:
             return self._running[name]
         except KeyError:
             raise TopologyNotFoundError(name) from None
 
+    def _read(self, name: str, view: Callable[[DriverState], Any]) -> Any:
+        return self._get(name).launcher.read(view)
+
     def activate(self, name: str) -> None:
         running = self._get(name)
-        # Under the lock that the listener's ready() holds, so a worker restarting meanwhile is
-        # told the state that is broadcast, not the one before it.
+        self._steerable(name)
         with running.lock:
-            running.active = True
-            running.launcher.broadcast(Activate())
+            running.launcher.set_active(True)
 
     def deactivate(self, name: str) -> None:
         running = self._get(name)
+        self._steerable(name)
         with running.lock:
-            running.active = False
-            running.launcher.broadcast(Deactivate())
+            running.launcher.set_active(False)
 
     def kill_topology(self, name: str) -> None:
-        """Deactivate, let workers drain briefly, stop them and end the Spark job."""
+        """Stop the workers (they deactivate and drain briefly) and end the Spark jobs
+        (after a rebalance in progress)."""
         running = self._get(name)
-        running.launcher.stop(timeout=15.0)
-        del self._running[name]
+        with running.lock:
+            running.launcher.stop(timeout=15.0)
+            self._running.pop(name, None)
+
+    def _rebalance(
+        self,
+        name: str,
+        wait_secs: float | None,
+        workers: int | None,
+        parallelism: Mapping[str, int] | None,
+    ) -> Callable[[], None]:
+        """Storm's rebalance (tupletree.cluster): every worker is stopped once the trees
+        in flight are done (or ``wait_secs`` passed) and the new layout is started, each
+        task on one worker at a time. The workers' slots are checked first."""
+        from tupletree.spark import reservations
+
+        running = self._get(name)
+        topology = running.layout.topology
+        plan = plan_rebalance(
+            topology, running.conf, running.executors, wait_secs, workers, parallelism
+        )
+        launcher = running.launcher
+        reservations.resize(launcher.sc, launcher.job_group, name, plan.workers)
+        # The ackers' task count is fixed at submit, as every component's (Storm's
+        # default of one per worker is resolved then).
+        conf = {
+            **running.conf,
+            Config.TOPOLOGY_WORKERS: plan.workers,
+            Config.TOPOLOGY_ACKER_EXECUTORS: acker_count(running.conf),
+        }
+
+        def run() -> None:
+            with running.lock:
+                was_active = launcher.read(lambda s: s.active)
+                launcher.set_active(False)
+                since = time.monotonic()
+                launcher.wait(lambda s: s.drained(since) or None, plan.wait_secs)
+                main = _worker_main(name, running.blob, conf, running.layout, plan.executors)
+                launcher.relaunch(main, plan.workers)
+                running.conf, running.executors = conf, plan.executors
+                problem = _wait_ready(launcher)
+                if problem is not None:
+                    raise SparkJobFailed(f"topology {name!r}, rebalancing: {problem}")
+                if was_active:
+                    launcher.set_active(True)
+
+        return run
 
     def topologies(self) -> list[str]:
         return sorted(self._running)
@@ -252,77 +237,81 @@ class SparkCluster(ClusterBase):
         return self._get(name).launcher.workers
 
     def topology_info(self, name: str) -> dict[str, Any]:
-        """``{"topology", "conf", "active", "uptime_secs", "workers"}`` of a running
-        topology (Storm's getTopologyInfo, as plain values)."""
+        """``{"topology", "conf", "active", "uptime_secs", "workers", "executors",
+        "rebalancing"}`` of a running topology (Storm's getTopologyInfo, as plain
+        values); ``active`` as last set, from the moment the call that set it returned."""
         running = self._get(name)
+        active, workers = running.launcher.read(lambda s: (s.active, s.num_workers))
         return {
             "topology": running.layout.topology,
             "conf": dict(running.conf),
-            "active": running.active,
+            "active": active,
             "uptime_secs": time.monotonic() - running.submitted_at,
-            "workers": running.launcher.num_workers,
+            "workers": workers,
+            "executors": dict(running.executors),
+            "rebalancing": self.rebalancing(name),
         }
 
     def worker_stats(self, name: str) -> dict[int, dict[str, Any]]:
         """Per worker index, its current process: ``host``, ``pid``, ``attempt``,
-        ``restarts`` (attempts before this one), ``rss_bytes`` (resident memory at its
-        last report, None before one) and ``report_age_secs``."""
-        running = self._get(name)
-        now = time.monotonic()
-        with running.lock:
-            reports = dict(running.reports)
-        out = {}
-        restarts = running.launcher.restarts
-        for index, info in sorted(running.launcher.workers.items()):
-            attempt, report, at = reports.get(index, (-1, None, None))
-            current = report is not None and attempt == info.attempt
-            out[index] = {
-                "host": info.host,
-                "pid": info.pid,
-                "attempt": info.attempt,
-                "restarts": restarts.get(index, 0),
-                "rss_bytes": report.rss_bytes if current else None,
-                "report_age_secs": now - at if current and at is not None else None,
-            }
-        return out
+        ``restarts`` (attempts before this one), and from its last report
+        ``rss_bytes`` (resident memory), ``frames_refused`` (by kind: ``control``,
+        ``data``, ``unreadable``) and ``report_age_secs`` (None before one)."""
+
+        def view(state: DriverState) -> dict[int, dict[str, Any]]:
+            now = time.monotonic()
+            restarts = state.restarts()
+            out = {}
+            for index, info in sorted(state.registry.workers.items()):
+                report = state.reports.get(index)
+                current = report is not None and report.attempt == info.attempt
+                out[index] = {
+                    "host": info.host,
+                    "pid": info.pid,
+                    "attempt": info.attempt,
+                    "restarts": restarts.get(index, 0),
+                    "rss_bytes": report.metrics.rss_bytes if current else None,
+                    "frames_refused": dict(report.metrics.refused) if current else None,
+                    "report_age_secs": now - report.at if current else None,
+                }
+            return out
+
+        return self._read(name, view)
 
     def worker_restarts(self, name: str) -> dict[int, int]:
         """Worker index -> how many times it was started again since submit (after it
         died, hung, or its Spark task ended); each restart is also in ``errors(name)``."""
-        return self._get(name).launcher.restarts
+        return self._read(name, DriverState.restarts)
 
     # -- observation ----------------------------------------------------------------
 
     def metrics(self, name: str) -> dict[str, dict[str, Any]]:
         """Same shape as LocalCluster.metrics, summed over workers (and over the
-        attempts of a worker that was restarted).
+        attempts of a worker that was restarted, and the workers a rebalance replaced).
 
         Raises SparkJobFailed once the workers' Spark jobs can no longer be run (Spark
         itself stopped): the last figures would otherwise stand still forever.
         ``errors(name)`` says why, and ``kill_topology(name)`` still cleans up. How often
         each worker was restarted: ``worker_restarts(name)``."""
         running = self._get(name)
-        with running.lock:
-            _raise_if_ended(name, running)
-            parts = list(running.snapshots.values())
-        return aggregate(merge_snapshots(parts), running.layout.task_to_component)
+        snapshot = running.launcher.read(lambda s: _raise_if_ended(name, s) or s.snapshot())
+        return aggregate(snapshot, running.layout.task_to_component)
 
     def errors(self, name: str) -> list[str]:
-        """Errors of the topology's tasks and workers, oldest first (the newest 1000)."""
-        return self._get(name).launcher.errors()
+        """Errors of the topology's tasks and workers, oldest first (the newest
+        ``MAX_ERRORS_KEPT``)."""
+        return self._read(name, lambda s: list(s.errors))
 
     def logs(self, name: str) -> list[str]:
         """Log records (WARNING and up) the topology's workers logged, oldest first."""
-        return self._get(name).launcher.logs()
+        return self._read(name, lambda s: list(s.logs))
 
     def timed_out(self, name: str) -> list[TimedOutTree]:
         """The newest trees that timed out (at most RECENT_LIMIT), oldest first, each with
         its spout message and where it stalled, as LocalCluster's. Each worker looks for
         the holders among its own tasks, so a tree that stalled on another worker than
         its spout's names no holder there. They arrive with the workers' reports."""
-        running = self._get(name)
-        with running.lock:
-            return list(running.timed_out)
+        return self._read(name, lambda s: list(s.timed_out))
 
     def wait_idle(self, timeout: float | None = 60.0) -> bool:
         """Return once every worker reports an idle round and no frame is in flight
@@ -330,13 +319,15 @@ class SparkCluster(ClusterBase):
         deadline = None if timeout is None else time.monotonic() + timeout
         for name, running in list(self._running.items()):
             since = time.monotonic()
-            with running.lock:
-                while not _all_idle(running, since):
-                    _raise_if_ended(name, running)
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    running.changed.wait(0.2 if remaining is None else min(remaining, 0.2))
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            idle = running.launcher.wait(
+                lambda s, since=since, name=name: (
+                    _raise_if_ended(name, s) or s.all_idle(since) or None
+                ),
+                remaining,
+            )
+            if idle is None:
+                return False
         return True
 
     def advance_time(self, secs: float) -> None:
@@ -354,36 +345,62 @@ class SparkCluster(ClusterBase):
             self._spark = None
 
 
-def _raise_if_ended(name: str, running: _Running) -> None:
-    if running.ended is not None:
-        raise SparkJobFailed(
-            f"topology {name!r}: the Spark job running its workers ended: {running.ended}"
+def _with_import_hint(exc: SparkJobFailed, launcher: Any, spark: Any) -> SparkJobFailed | None:
+    """``exc`` with what to do when the executors could not import a module (the full
+    Spark error is searched: the summary in ``exc`` may have cut it); None otherwise."""
+    from tupletree.spark.errors import executor_import_hint
+
+    text = f"{exc}\n{launcher.job_error or ''}"
+    python = getattr(spark.sparkContext, "pythonExec", None) or "python3"
+    hint = executor_import_hint(text, python)
+    if hint is None:
+        return None
+    return SparkJobFailed(f"{exc}; {hint}", worker_errors=exc.worker_errors)
+
+
+def _worker_main(
+    name: str, blob: bytes, conf: dict[str, Any], layout: Any, executors: Mapping[str, int]
+) -> Any:
+    """The picklable body of the workers of one layout (Storm's even scheduler)."""
+    from tupletree.distributed.worker_main import TopologyWorkerMain
+
+    placement = assign(layout, conf[Config.TOPOLOGY_WORKERS], executors)
+    return TopologyWorkerMain(name, blob, conf, placement, START_TIMEOUT_SECS)
+
+
+def _wait_ready(launcher: Any) -> str | None:
+    """Wait until every worker said Ready (None), or say why not: a job that ended, a
+    crash loop of a worker not ready yet (at once, not at the timeout), the timeout."""
+
+    def verdict(state: DriverState) -> str | None:
+        ready = state.ready
+        if ready >= set(range(state.num_workers)):
+            return ""
+        loops = {w: e for w, e in state.crash_loops.items() if w not in ready}
+        if state.done or loops:
+            missing = sorted(set(range(state.num_workers)) - ready)
+            detail = f"; first worker error: {state.errors[0]}" if state.errors else ""
+            if loops:
+                worker, error = min(loops.items())
+                detail = f"; worker {worker} is in a crash loop: {error}{detail}"
+            return f"workers {missing} did not start their tasks{detail}"
+        return None
+
+    problem = launcher.wait(verdict, START_TIMEOUT_SECS)
+    if problem is None:  # the timeout
+        missing, first = launcher.read(
+            lambda s: (sorted(set(range(s.num_workers)) - s.ready), list(s.errors)[:1])
         )
+        detail = f"; first worker error: {first[0]}" if first else ""
+        return f"workers {missing} did not start their tasks{detail}"
+    return problem or None
 
 
-def _all_idle(running: _Running, since: float) -> bool:
-    """Every worker's current process reported an idle round after ``since``, and each
-    has read every frame another current process sent it. Frames to or from a process
-    that died are lost with it (their trees time out): they are not waited for, which
-    is why frames are counted per peer address and not in total."""
-    current = running.launcher.workers
-    if len(current) < running.launcher.num_workers:
-        return False
-    reports: dict[str, Metrics] = {}  # data address (from registration) -> report
-    for w, info in current.items():
-        entry = running.reports.get(w)
-        if entry is None:
-            return False
-        attempt, report, at = entry
-        if attempt != info.attempt or at < since or not report.idle:
-            return False
-        reports[info.address] = report
-    return all(
-        a.sent_to.get(b_address, 0) == b.received_from.get(a_address, 0)
-        for a_address, a in reports.items()
-        for b_address, b in reports.items()
-        if a is not b
-    )
+def _raise_if_ended(name: str, state: DriverState) -> None:
+    if state.gave_up is not None:
+        raise SparkJobFailed(
+            f"topology {name!r}: the Spark job running its workers ended: {state.gave_up}"
+        )
 
 
 def _ship_user_modules_by_value(topology: Topology) -> None:

@@ -7,6 +7,8 @@ attributes, so callers need not parse the message.
 
 from __future__ import annotations
 
+import re
+
 
 class SparkLaunchError(RuntimeError):
     """Base class: workers could not be started or kept running on Spark."""
@@ -65,3 +67,43 @@ def summarize_spark_error(exc: BaseException) -> str:
         if ":" in ln and not ln.startswith("at "):
             return ln[:500]
     return (lines[0] if lines else repr(exc))[:500]
+
+
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_OURS = ("tupletree", "zmq")  # what tupletree's own task function needs to unpickle
+
+
+def executor_import_hint(text: str, python: str) -> str | None:
+    """What to do when a worker's task failed because the executors' Python could not
+    import a module (``text`` is the job's error, ``python`` the executors' Python as
+    this session starts it), or None when that is not why.
+
+    tupletree or pyzmq missing means the executors run a Python it was never installed
+    in (a session built without ``PYSPARK_PYTHON``: Spark's default is ``python3``);
+    another module is one the topology imports that the executors lack."""
+    match = _NO_MODULE.search(text)
+    if match is None:
+        return None
+    module = match.group(1)
+    if module.split(".")[0] in _OURS:
+        return (
+            f"the executors' Python ({python}) cannot import {module}: set PYSPARK_PYTHON "
+            f"before the session starts (spark-submit: --conf spark.pyspark.python=...) to "
+            f"a Python that has tupletree on every executor host, or ship one with "
+            f"`tupletree pack`, which prints the spark-submit options"
+        )
+    from tupletree.extras import EXTRAS
+
+    top = module.split(".")[0]
+    extra = next((e for e, modules in EXTRAS.items() if top in modules), None)
+    if extra is not None:
+        return (
+            f"the executors' Python ({python}) cannot import {module}, of tupletree's "
+            f"extra {extra!r}: pack it with `tupletree pack --extras {extra}` and submit "
+            f"with the options it prints (or install tupletree[{extra}] there)"
+        )
+    return (
+        f"the executors' Python ({python}) cannot import {module}, which the topology "
+        f"needs: install it there, or list it in a requirements file for "
+        f"`tupletree pack --requirements FILE` and submit with the options it prints"
+    )

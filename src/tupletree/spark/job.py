@@ -5,7 +5,7 @@ A job per worker, not one job of W tasks: Spark re-runs a failed task only
 ``spark.task.maxFailures - 1`` times per job, and a job whose task exhausts them is
 aborted with every other task in it; with a job each, a worker that exhausts its retries
 (or whose task ends "cleanly") ends its own job only, and ``on_end`` decides whether and
-when to submit it again (``tupletree.spark.supervision`` says why this shape). Not
+when to submit it again (``tupletree.distributed.supervision`` says why this shape). Not
 barrier mode: a barrier stage restarts every task when one fails. The jobs are submitted
 from threads of their own, under one job group, so that ``cancel`` ends them all.
 """

@@ -12,7 +12,14 @@ import time
 from typing import Any
 
 from tupletree.spark.errors import NotEnoughSlotsError
-from tupletree.spark.slots import describe_shortage, is_local_master, slot_info
+from tupletree.spark.slots import (
+    SlotInfo,
+    busy_task_slots,
+    describe_shortage,
+    is_local_master,
+    slot_info,
+    total_task_slots,
+)
 
 # {id(sc): {job_group: workers}}
 _reservations: dict[int, dict[str, int]] = {}
@@ -45,6 +52,28 @@ def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) 
                 master=info.master,
             )
         time.sleep(0.5)
+
+
+def resize(sc: Any, job_group: str, name: str, workers: int) -> None:
+    """Make ``job_group`` (running) hold ``workers`` slots instead, or raise
+    NotEnoughSlotsError and leave it as it was. Its own running tasks' slots count as
+    free to it; growing needs the rest free now (no wait: a rebalance asks on a running
+    cluster)."""
+    with _lock:
+        held = _reservations.setdefault(id(sc), {})
+        mine = held.get(job_group, 0)
+        if workers > mine:
+            total, source = total_task_slots(sc)
+            others = max(busy_task_slots(sc) - mine, sum(held.values()) - mine)
+            if total - others < workers:
+                info = SlotInfo(total=total, busy=others, master=sc.master, source=source)
+                raise NotEnoughSlotsError(
+                    describe_shortage(name, workers, info),
+                    needed=workers,
+                    available=info.free,
+                    master=info.master,
+                )
+        held[job_group] = workers
 
 
 def release(sc: Any, job_group: str) -> None:

@@ -9,18 +9,26 @@ failures for them are unhelpful:
   ``spark.pyspark.python``) and falls back to plain ``python3``, which usually lacks
   pyzmq and tupletree. We point both at the running interpreter unless the user chose.
 
+Spark's JVM writes half a dozen lines to stderr as it starts (an incubator-module
+warning, the log4j profile, the host name on loopback, native-hadoop) and its log4j
+console after that. ``jvm_log`` sends them to a file instead (``jvm_output_to``): the
+JVM inherits the file descriptor it is started with, so stderr is pointed at the file
+only while the session starts, and this process's own stderr is back right after.
+
 Nothing here imports pyspark at module level, so importing tupletree never needs Java.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tupletree.spark.errors import SparkUnavailableError
@@ -163,11 +171,42 @@ def local_session_conf(slots: int | None = None) -> dict[str, str]:
     }
 
 
+@contextlib.contextmanager
+def jvm_output_to(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Within the block, file descriptor 2 (stderr) is ``path`` (appended to), so a JVM
+    started in it writes its stderr there for its whole life. ``None``: no change.
+
+    Process-wide while it lasts: anything this process writes to stderr meanwhile goes
+    to the file too (the block is a session's start, a few seconds)."""
+    if path is None:
+        yield
+        return
+    target = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def default_jvm_log() -> Path:
+    """Where ``tupletree run`` sends Spark's own output unless ``--verbose``."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"tupletree-spark-{os.getpid()}.log"
+
+
 def build_local_session(
     slots: int | None = None,
     *,
     max_failures: int = DEFAULT_MAX_FAILURES,
     conf: Mapping[str, str] | None = None,
+    jvm_log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """Start a local SparkSession for tupletree with ``slots`` task slots (default: cores).
 
@@ -176,14 +215,19 @@ def build_local_session(
     hands that one back and ignores the master and settings given here (Spark allows one
     context per process); use ``get_or_create_session`` to get it explicitly.
     """
-    return build_session(local_master(slots, max_failures), slots=slots, conf=conf)
+    return build_session(local_master(slots, max_failures), slots=slots, conf=conf, jvm_log=jvm_log)
 
 
 def build_session(
-    master: str, *, slots: int | None = None, conf: Mapping[str, str] | None = None
+    master: str,
+    *,
+    slots: int | None = None,
+    conf: Mapping[str, str] | None = None,
+    jvm_log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """Start a SparkSession on ``master`` with tupletree's settings
-    (``local_session_conf(slots)``, overridden by ``conf``). Checks pyspark and Java."""
+    (``local_session_conf(slots)``, overridden by ``conf``). Checks pyspark and Java.
+    ``jvm_log``: a file for the JVM's own stderr (``jvm_output_to``)."""
     check_pyspark()
     check_java()
     use_this_python()
@@ -192,9 +236,14 @@ def build_session(
     builder = SparkSession.builder.master(master)
     settings = local_session_conf(slots)
     settings.update(conf or {})
+    # PySpark's SparkContext takes the executors' Python from PYSPARK_PYTHON alone
+    # (spark-submit exports its spark.pyspark.python there): a conf given here must too.
+    if conf and "spark.pyspark.python" in conf:
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with jvm_output_to(jvm_log):
+        return builder.getOrCreate()
 
 
 def active_session() -> SparkSession | None:
@@ -211,7 +260,9 @@ def active_session() -> SparkSession | None:
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
-def get_or_create_session(master: str | None = None) -> tuple[SparkSession, bool]:
+def get_or_create_session(
+    master: str | None = None, *, jvm_log: str | os.PathLike[str] | None = None
+) -> tuple[SparkSession, bool]:
     """Return ``(session, created)``: the session running in this process; under
     spark-submit, the one its options describe; else a new one on ``master`` (default
     ``local[*]``). A local ``local[N]`` becomes ``local[N,4]``: without the retry count
@@ -219,6 +270,8 @@ def get_or_create_session(master: str | None = None) -> tuple[SparkSession, bool
 
     ``created`` tells the caller whether it owns the session and should stop it when it
     is done (SparkCluster's ``__exit__``); one that was already running is left alone.
+    ``jvm_log``: a file for the JVM's own stderr when a JVM is started here (under
+    spark-submit it is running already).
     """
     existing = active_session()
     if existing is not None:
@@ -234,5 +287,5 @@ def get_or_create_session(master: str | None = None) -> tuple[SparkSession, bool
         slots = slots_from_master(master)
         if slots is None:
             raise ValueError(f"cannot read a slot count from the Spark master {master!r}")
-        return build_local_session(slots), True
-    return build_session(master), True
+        return build_local_session(slots, jvm_log=jvm_log), True
+    return build_session(master, jvm_log=jvm_log), True

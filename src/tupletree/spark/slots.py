@@ -112,6 +112,15 @@ def slot_info(sc: SparkContext, reserved: int = 0) -> SlotInfo:
     return SlotInfo(total=total, busy=busy, master=sc.master, source=source)
 
 
+def describe_slots(sc: SparkContext) -> str:
+    """One line on Spark's slots for an error message (it never raises)."""
+    try:
+        slots = slot_info(sc)
+    except Exception as exc:  # only for the message
+        return f"no slot info: {exc}"
+    return f"Spark has {slots.total} task slots, {slots.busy} running ({slots.master})"
+
+
 def describe_shortage(what: str, needed: int, info: SlotInfo) -> str:
     """The message for too few slots, with both numbers and the master, e.g.
     "topology needs 3 worker slots but Spark has only 2 (local[2,4])"."""

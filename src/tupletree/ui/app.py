@@ -5,12 +5,15 @@
     GET  /api/v1/topology/<name>/component/<id>
     GET  /api/v1/topology/<name>/history          tupletree: the charts' timeline
     POST /api/v1/topology/<name>/activate | deactivate | kill/<wait_secs>
+    POST /api/v1/topology/<name>/rebalance/<wait_secs>   body: {"rebalanceOptions":
+                                                   {"numWorkers": n, "executors": {...}}}
     GET  /metrics                                  Prometheus text format
     GET  /                                         the page (static files in ./static)
 
 Errors are JSON, ``{"error": <reason>, "errorMessage": <what happened>}``, with the
 status code: 404 for an unknown topology, component or path, 400 for a bad
-``wait_secs``, 403 for a refused request, 405 for a wrong method.
+``wait_secs`` or rebalance option, 403 for a refused request, 405 for a wrong method,
+409 for a rebalance that cannot start now (one in progress, too few Spark slots).
 
 Cluster calls can block (a Spark kill waits for its workers), so handlers run them on
 the loop's thread pool, never on the loop itself.
@@ -40,6 +43,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from tupletree.errors import TopologyRebalancingError
 from tupletree.ui import views
 from tupletree.ui.prometheus import ClusterCollector
 
@@ -105,11 +109,14 @@ async def _guard(
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """Run a (blocking) cluster call on the loop's thread pool; an unknown topology or
-    component (KeyError, as TopologyNotFoundError is) becomes a 404."""
+    component (KeyError, as TopologyNotFoundError is) becomes a 404, a call a rebalance
+    in progress refuses a 409."""
     try:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
     except KeyError as exc:
         raise ApiError(404, str(exc).strip("'\"")) from None
+    except TopologyRebalancingError as exc:
+        raise ApiError(409, str(exc)) from None
 
 
 def _service(request: web.Request) -> UIService:
@@ -210,7 +217,18 @@ async def kill(request: web.Request) -> web.Response:
     """Storm's kill: deactivate, wait ``wait_secs``, kill. With 0 the topology is gone
     when the answer comes; otherwise the answer comes at once and the kill follows."""
     service = _service(request)
-    name, text = request.match_info["name"], request.match_info["wait"]
+    name, wait = request.match_info["name"], _wait_secs(request.match_info["wait"])
+    if wait == 0:
+        await _call(service.cluster.kill_topology, name)
+    else:
+        try:
+            await _call(service.kill_later, name, wait)
+        except RuntimeError as exc:
+            raise ApiError(503, str(exc)) from None
+    return _operation("kill", name)
+
+
+def _wait_secs(text: str) -> float:
     try:
         wait = float(text)
     except ValueError:
@@ -221,14 +239,37 @@ async def kill(request: web.Request) -> web.Response:
             f"wait_secs must be a number of seconds from 0 to {MAX_KILL_WAIT_SECS:.0f}, "
             f"got {text!r}",
         )
-    if wait == 0:
-        await _call(service.cluster.kill_topology, name)
-    else:
-        try:
-            await _call(service.kill_later, name, wait)
-        except RuntimeError as exc:
-            raise ApiError(503, str(exc)) from None
-    return _operation("kill", name)
+    return wait
+
+
+async def rebalance(request: web.Request) -> web.Response:
+    """Storm UI's rebalance: ``wait_secs`` in the path, ``{"rebalanceOptions":
+    {"numWorkers": n, "executors": {component: n}}}`` in the body (each optional). The
+    answer comes once the options are checked; the topology is REBALANCING until it
+    runs on its new layout."""
+    service = _service(request)
+    name, wait = request.match_info["name"], _wait_secs(request.match_info["wait"])
+    try:
+        body = await request.json() if request.can_read_body else {}
+    except ValueError as exc:
+        raise ApiError(400, f"the body must be JSON: {exc}") from None
+    options = body.get("rebalanceOptions", {}) if isinstance(body, dict) else None
+    if not isinstance(options, dict):
+        raise ApiError(400, 'the body must be {"rebalanceOptions": {...}}')
+    workers, executors = options.get("numWorkers"), options.get("executors")
+    if executors is not None and not isinstance(executors, dict):
+        raise ApiError(400, f"executors must map component ids to numbers, got {executors!r}")
+
+    def start() -> None:
+        service.cluster.rebalance(name, wait, workers, executors, block=False)
+
+    try:
+        await _call(start)
+    except ValueError as exc:  # a bad option: InvalidConfigError, InvalidTopologyError
+        raise ApiError(400, str(exc)) from None
+    except RuntimeError as exc:  # one in progress; too few Spark slots
+        raise ApiError(409, str(exc)) from None
+    return _operation("rebalance", name)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -270,6 +311,7 @@ def make_app(service: UIService) -> web.Application:
     r.add_post(f"{API}/topology/{{name}}/activate", activate)
     r.add_post(f"{API}/topology/{{name}}/deactivate", deactivate)
     r.add_post(f"{API}/topology/{{name}}/kill/{{wait}}", kill)
+    r.add_post(f"{API}/topology/{{name}}/rebalance/{{wait}}", rebalance)
     r.add_get("/metrics", metrics)
     r.add_get("/", _static("index.html"))
     for name in ("app.js", "style.css"):

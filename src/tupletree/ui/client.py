@@ -1,4 +1,4 @@
-"""What ``tupletree list|stats|activate|deactivate|kill`` call: a running cluster's web
+"""What ``tupletree list|stats|activate|deactivate|kill|rebalance`` call: a running cluster's web
 service, over its REST API (the same answers a script gets from curl).
 
 Errors the service answers (an unknown topology: 404) and a service that cannot be
@@ -40,10 +40,11 @@ class UIClient:
     def __init__(self, address: str = DEFAULT_ADDRESS) -> None:
         self.url = base_url(address)
 
-    def _call(self, method: str, path: str) -> Any:
-        request = urllib.request.Request(
-            self.url + path, method=method, data=b"" if method == "POST" else None
-        )
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if method != "POST" else b"" if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, method=method, data=data)
+        if body is not None:
+            request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as response:
                 return json.loads(response.read(MAX_ANSWER_BYTES))
@@ -83,6 +84,25 @@ class UIClient:
 
     def kill(self, name: str, wait_secs: float) -> dict[str, Any]:
         return self._call("POST", f"/api/v1/topology/{self._quoted(name)}/kill/{wait_secs:g}")
+
+    def rebalance(
+        self,
+        name: str,
+        wait_secs: float,
+        workers: int | None = None,
+        executors: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Storm UI's rebalance; the answer comes once the options are checked."""
+        options: dict[str, Any] = {}
+        if workers is not None:
+            options["numWorkers"] = workers
+        if executors:
+            options["executors"] = executors
+        return self._call(
+            "POST",
+            f"/api/v1/topology/{self._quoted(name)}/rebalance/{wait_secs:g}",
+            {"rebalanceOptions": options},
+        )
 
 
 def _ms(value: float | None) -> str:

@@ -168,6 +168,13 @@ class ClusterCollector(Collector):
             "Resident memory of the worker's current process.",
             labels=["topology", "worker", "host"],
         )
+        refused = CounterMetricFamily(
+            "tupletree_worker_frames_refused",
+            "Frames the worker's current process refused: kind control (failed "
+            "authentication on its control socket), data (on its data socket), unreadable "
+            "(signed data frames it could not read).",
+            labels=["topology", "worker", "kind"],
+        )
         window_held = GaugeMetricFamily(
             "tupletree_window_held_events",
             "Events a windowed bolt task holds in its window (its cap: "
@@ -241,6 +248,8 @@ class ClusterCollector(Collector):
                     restarts.add_metric([name, str(index)], float(w["restarts"]))
                     if w.get("rss_bytes") is not None:
                         memory.add_metric([name, str(index), w["host"]], float(w["rss_bytes"]))
+                    for kind, count in sorted((w.get("frames_refused") or {}).items()):
+                        refused.add_metric([name, str(index), kind], float(count))
         yield active
         yield from counters.values()
         yield failed
@@ -253,6 +262,7 @@ class ClusterCollector(Collector):
         yield capacity
         yield restarts
         yield memory
+        yield refused
         yield window_held
         yield window_watermark
         yield window_late

@@ -71,6 +71,18 @@ def uptime_text(secs: float) -> str:
     return " ".join(parts)
 
 
+def status(info: Mapping[str, Any]) -> str:
+    """Storm's topology status: ACTIVE, INACTIVE or REBALANCING."""
+    if info.get("rebalancing"):
+        return "REBALANCING"
+    return "ACTIVE" if info["active"] else "INACTIVE"
+
+
+def executors(info: Mapping[str, Any], spec: Any) -> int:
+    """The executors a component runs on now (a rebalance changes them)."""
+    return info.get("executors", {}).get(spec.id, spec.parallelism)
+
+
 def summary_entry(name: str, info: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict:
     """One topology of ``GET /api/v1/topology/summary``."""
     topology = info["topology"]
@@ -79,11 +91,11 @@ def summary_entry(name: str, info: Mapping[str, Any], metrics: Mapping[str, Any]
         "id": name,
         "encodedId": name,
         "name": name,
-        "status": "ACTIVE" if info["active"] else "INACTIVE",
+        "status": status(info),
         "uptime": uptime_text(info["uptime_secs"]),
         "uptimeSeconds": int(info["uptime_secs"]),
         "tasksTotal": sum(len(m.get("tasks", {})) for m in metrics.values()),
-        "executorsTotal": sum(spec.parallelism for spec in topology.components.values())
+        "executorsTotal": sum(executors(info, spec) for spec in topology.components.values())
         + len(metrics.get(ACKER_COMPONENT, {}).get("tasks", {})),
         "workersTotal": info.get("workers", 1),
         "emitted": sum(m["emitted"] for m in user.values()),
@@ -221,7 +233,7 @@ def topology_page(
         if m is None:
             continue
         base = {
-            "executors": spec.parallelism,
+            "executors": executors(info, spec),
             "tasks": spec.tasks,
             "lastError": _last_error(parsed, spec.id),
         }
@@ -334,9 +346,9 @@ def component_page(
         "id": cid,
         "name": name,
         "topologyId": name,
-        "topologyStatus": "ACTIVE" if info["active"] else "INACTIVE",
+        "topologyStatus": status(info),
         "componentType": kind if cid != ACKER_COMPONENT else "bolt",
-        "executors": spec.parallelism if spec is not None else len(executor_stats),
+        "executors": executors(info, spec) if spec is not None else len(executor_stats),
         "tasks": len(executor_stats),
         "stats": stats,
         "executorStats": executor_stats,

@@ -136,21 +136,15 @@ class WindowManager:
         self.eviction.track(ts)
         fired = self.trigger.on_event(self, ts)
         if fired is not None:
-            return self._then_compact(fired)
+            # Its evaluation scans the queue, which restarts the compaction count (as
+            # Storm's, the event then counts as the first since that scan).
+            return fired
         self._since_expiry += 1
         if self._since_expiry >= EXPIRE_EVENTS_THRESHOLD:
             expired = self._scan(full=False)[1]
             if expired:
                 return (Expired(expired),)
         return NOTHING
-
-    def _then_compact(self, fired: Iterator[Outcome]) -> Iterator[Outcome]:
-        yield from fired
-        self._since_expiry += 1
-        if self._since_expiry >= EXPIRE_EVENTS_THRESHOLD:
-            expired = self._scan(full=False)[1]
-            if expired:
-                yield Expired(expired)
 
     def on_watermark(self, watermark: int) -> Iterable[Outcome]:
         """A new watermark (event time): the windows it completes."""
@@ -186,10 +180,13 @@ class WindowManager:
 
     # -- the evaluation (Storm's onTrigger) ---------------------------------------------
 
-    def evaluate(self) -> Iterator[Outcome]:
+    def evaluate(self, on_add: bool = False) -> Iterator[Outcome]:
         """Scan with the context the trigger just set; yield the expiries, then the
-        window if it holds anything. Returns (as a generator's value) whether it did."""
+        window if it holds anything. Returns (as a generator's value) whether it did.
+        ``on_add``: an added event triggered it, and counts toward the next compaction."""
         window, just_expired = self._scan(full=True)
+        if on_add:
+            self._since_expiry = 1
         if just_expired:
             yield Expired(just_expired)
         expired = list(self._expired)
@@ -215,7 +212,17 @@ class WindowManager:
         queue = self.queue
         gone: list[Event] = []
         window: list[Event] = []
-        if not full:
+        if type(self.eviction) is CountEviction:
+            # Its answers do not depend on timestamps: the oldest (held - threshold)
+            # expire, the rest are in the window. The same, without a call per event.
+            eviction = self.eviction
+            n = min(len(queue), eviction.current - eviction.threshold)
+            if n > 0:
+                eviction.current -= n
+                gone = [queue.popleft() for _ in range(n)]
+            if full:
+                window = list(queue)
+        elif not full:
             while queue and evict(queue[0].ts) == EXPIRE:
                 gone.append(queue.popleft())
         else:

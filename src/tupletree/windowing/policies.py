@@ -233,7 +233,7 @@ class CountTrigger:
         self.current += 1
         if self.current >= self.count:
             manager.eviction.set_context(EvictionContext(ts))
-            return manager.evaluate()
+            return manager.evaluate(on_add=True)
         return None
 
     def reset(self) -> None:

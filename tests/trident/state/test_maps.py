@@ -1,6 +1,6 @@
-"""The map states on Storm's worked values (docs/Trident-state.md), their I/O promise
-(one multi-get and one multi-put per batch), and the cases Storm's own code gets wrong
-here."""
+"""The map states on Storm's worked values
+(https://storm.apache.org/releases/current/Trident-state.html), their I/O promise (one
+multi-get and one multi-put per batch), and the cases Storm's own code gets wrong here."""
 
 from __future__ import annotations
 

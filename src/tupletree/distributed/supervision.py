@@ -1,6 +1,7 @@
-"""Storm's supervisor decisions for Spark workers, as plain objects: when to start a worker
-again after it died (backoff), when its deaths make a crash loop, and when a live worker
-counts as hung. No clock, no Spark, no sockets: the launcher feeds them times and events.
+"""Storm's supervisor decisions for the driver's workers, as plain objects: when to start
+a worker again after it died (backoff), when its deaths make a crash loop, and when a live
+worker counts as hung. No clock, no Spark, no sockets: ``DriverState`` (driver_state.py)
+feeds them times and events.
 
 Why the driver decides, and restarts by relaunching a worker's own Spark job: each worker
 runs as a Spark job of one task. Spark re-runs a task whose process died, but only
@@ -23,9 +24,7 @@ works on any cluster and does not count against Spark's failure limit) and re-ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-
-from tupletree.distributed.control import WorkerRestarting
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -65,19 +64,35 @@ class RestartPolicy:
 
 
 @dataclass(frozen=True)
-class Restart(WorkerRestarting):
-    """The decision for one death of ``worker`` (its attempt ``died_attempt``): the
-    ``WorkerRestarting`` event's fields (wait ``delay`` seconds, then start it again;
-    ``crash_loop`` set when this death makes or continues a crash loop; ``restarts``
-    counts every restart of the worker since it was first started), and whose."""
+class Restart:
+    """The decision for one death of ``worker``'s attempt ``died_attempt``: why it ended
+    (``reason``) after ``lived`` seconds; wait ``delay`` seconds, then start it again.
+    ``restarts`` counts every restart of the worker since it was first started,
+    ``quick_deaths`` the attempts in a row that died young; ``crash_loop`` is set once
+    they reach the policy's ``crash_loop_after``."""
 
     worker: int
     died_attempt: int
+    reason: str
+    lived: float
+    delay: float
+    restarts: int
+    quick_deaths: int
+    crash_loop: bool
 
-    def event(self) -> WorkerRestarting:
-        """The launcher event this decision is reported as (the worker and attempt go
-        beside it, as the listener's arguments)."""
-        return WorkerRestarting(**{f.name: getattr(self, f.name) for f in fields(WorkerRestarting)})
+    def text(self) -> str:
+        """The ``errors()`` line for this restart."""
+        text = (
+            f"worker {self.worker} restarted (restart {self.restarts}): attempt "
+            f"{self.died_attempt} ended after {self.lived:.1f} s: {self.reason}; next attempt "
+            f"in {self.delay:.1f} s"
+        )
+        if self.crash_loop:
+            text += (
+                f"; crash loop: {self.quick_deaths} attempts in a row died young, "
+                f"the last with: {self.reason}"
+            )
+        return text
 
 
 @dataclass
@@ -190,9 +205,13 @@ class Supervisor:
     def task_started(self, worker: int, attempt: int, now: float) -> tuple[float, Restart | None]:
         """A task of ``worker`` started attempt ``attempt``: (seconds it must wait
         before starting the worker, the restart this start reveals). A start after the
-        first means the attempt before it died (Spark re-ran the task)."""
+        first means the attempt before it died (Spark re-ran the task). Taken once per
+        attempt: a start of an attempt already started (a replayed frame) changes
+        nothing, so it cannot restart the clock that finds a hung worker."""
         if attempt < self.highest.get(worker, -1):
             return 0.0, None  # a straggler of an attempt that was replaced
+        if attempt <= self.started.get(worker, (-1, 0.0))[0]:
+            return 0.0, None  # this attempt's start was heard already
         self._heard(worker, attempt)
         restart = None
         if self.live and attempt > 0:
@@ -272,6 +291,17 @@ class Supervisor:
             self.killing[worker] = (attempt, now)
             kills.append(Kill(worker, attempt, hard=False))
         return kills, restarts
+
+    def new_generation(self, num_workers: int) -> None:
+        """Every worker ended (a rebalance): ``num_workers`` workers start again, each
+        from its next attempt, and the topology is not live until they all registered.
+        Restart counts go on; nothing else of the ended attempts matters."""
+        for worker in range(num_workers):
+            self.history.setdefault(worker, WorkerRestarts(worker, self.policy))
+        for table in (self.started, self.beats, self.fatal, self.returned, self.killing):
+            table.clear()
+        self.owed.clear()
+        self.live = False
 
     def restarts(self) -> dict[int, int]:
         return {i: h.restarts for i, h in self.history.items()}

@@ -1,4 +1,4 @@
-"""The supervisor's decisions (``tupletree.spark.supervision``) with plain values:
+"""The supervisor's decisions (``tupletree.distributed.supervision``) with plain values:
 backoff, crash loops, hung workers."""
 
 from __future__ import annotations
@@ -7,8 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tupletree.distributed.control import WorkerRestarting
-from tupletree.spark.supervision import Kill, RestartPolicy, Supervisor, WorkerRestarts, hung_for
+from tupletree.distributed.supervision import (
+    Kill,
+    RestartPolicy,
+    Supervisor,
+    WorkerRestarts,
+    hung_for,
+)
 
 POLICY = RestartPolicy(base_delay=0.5, max_delay=30.0, stable_secs=60.0, crash_loop_after=3)
 
@@ -123,9 +128,11 @@ def test_a_retried_task_reveals_the_death_of_the_attempt_before_it() -> None:
     assert delay == 0.0 and restart is not None
     assert (restart.worker, restart.died_attempt, restart.lived) == (0, 0, 5.0)
     assert restart.reason == "it raised ValueError: boom"
-    event = restart.event()
-    assert type(event) is WorkerRestarting and event.reason == restart.reason
-    assert (event.lived, event.delay, event.restarts) == (5.0, 0.0, 1)
+    assert (restart.lived, restart.delay, restart.restarts) == (5.0, 0.0, 1)
+    assert restart.text() == (
+        "worker 0 restarted (restart 1): attempt 0 ended after 5.0 s: it raised "
+        "ValueError: boom; next attempt in 0.0 s"
+    )
     # A second quick death: the task is told to wait the backoff, and that wait is
     # not silence.
     delay, restart = sup.task_started(0, 2, now=6.0)
@@ -199,3 +206,43 @@ def test_a_silent_worker_is_killed_once_then_hard_and_its_backoff_is_owed() -> N
 def test_no_hang_checks_without_a_timeout() -> None:
     sup = live_supervisor(1, timeout=None)
     assert sup.check_hung(1e9) == ([], [])
+
+
+def test_the_backoff_owed_after_a_hang_is_what_the_next_start_waits() -> None:
+    """A hang that is the second quick death in a row owes a backoff (0.5 s): the task
+    that replaces the killed attempt is told to wait exactly that, once."""
+    sup = live_supervisor(1, timeout=2.0)
+    sup.failed(0, 0, "E: first")
+    assert sup.task_started(0, 1, now=5.0)[1] is not None  # quick death 1: no backoff
+    sup.beat(0, 1, now=6.0)
+    kills, (restart,) = sup.check_hung(9.0)  # silent 3 s after 4 s of life: quick death 2
+    assert kills == [Kill(0, 1, hard=False)] and restart.delay == 0.5
+    assert sup.task_started(0, 2, now=10.0) == (0.5, None)
+    assert sup.started[0] == (2, 10.5)  # the wait is not counted as silence
+    assert 0 not in sup.owed
+
+
+def test_no_worker_is_killed_as_hung_before_the_topology_is_live() -> None:
+    """Before every worker registered once, a slow start is the start timeout's business
+    (the launch fails with its report), not a hang to kill and restart."""
+    sup = Supervisor(2, POLICY, worker_timeout=2.0, start_timeout=5.0)
+    sup.task_started(0, 0, now=0.0)
+    sup.registered(0, 0, now=1.0)
+    assert sup.check_hung(1000.0) == ([], [])
+    sup.live = True
+    assert sup.check_hung(1000.0)[0] == [Kill(0, 0, hard=False)]
+
+
+def test_a_replayed_task_start_does_not_hide_a_hang() -> None:
+    """Issue "Hold under a hostile neighbour", item 8: the task start of the current
+    attempt, replayed every 2 s, used to restart the attempt's clock, so a hung worker
+    was never killed. A start is taken once per attempt."""
+    sup = live_supervisor(1, timeout=5.0)
+    sup.beat(0, 0, now=10.0)
+    kills: list[Kill] = []
+    now = 10.0
+    while now < 40.0 and not kills:
+        now += 2.0
+        assert sup.task_started(0, 0, now) == (0.0, None)  # the replay changes nothing
+        kills = sup.check_hung(now)[0]
+    assert kills == [Kill(0, 0, hard=False)] and now == 16.0

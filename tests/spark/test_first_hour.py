@@ -1,0 +1,143 @@
+"""Two things a new user meets in the first hour: Spark's JVM start-up noise before
+tupletree's own output, and a session of their own whose executors cannot import
+tupletree. Each in a process of its own (one SparkContext per process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from tests.standalone import bare_python
+
+from tupletree.spark.errors import executor_import_hint
+from tupletree.spark.session import jvm_output_to
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "word_count.py"
+# Lines the JVM prints as a session starts (the issue's six); none is tupletree's.
+JVM_NOISE = (
+    "Using incubator modules",
+    "Using Spark's default log4j profile",
+    "resolves to a loopback address",
+    "native-hadoop",
+    "Setting default log level",
+)
+
+
+def test_a_process_started_in_the_block_writes_its_stderr_to_the_file(tmp_path, capfd):
+    """The JVM inherits stderr as it starts: a child started inside ``jvm_output_to``
+    writes into the file for its whole life; this process's stderr is back after."""
+    log = tmp_path / "jvm.log"
+    script = "import sys, time; print('early', file=sys.stderr, flush=True); "
+    script += "time.sleep(0.5); print('late', file=sys.stderr, flush=True)"
+    with jvm_output_to(log):
+        child = subprocess.Popen([sys.executable, "-c", script])
+    print("ours", file=sys.stderr, flush=True)
+    child.wait(timeout=30)
+    assert log.read_text().split() == ["early", "late"]
+    assert "ours" in capfd.readouterr().err
+    with jvm_output_to(None):  # --verbose: nothing redirected
+        subprocess.run([sys.executable, "-c", "import sys; print('shown', file=sys.stderr)"])
+    assert "shown" in capfd.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_verbose_shows_what_run_keeps_quiet(tmp_path):
+    """With --verbose the JVM's start-up lines are printed (without it they are not:
+    tests/spark/test_run_command.py checks the default run's stderr is empty)."""
+    command = [str(Path(sys.executable).parent / "tupletree"), "run", str(EXAMPLE)]
+    command += ["--master", "local[1]", "--workers", "1", "--no-ui", "--duration", "1"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [*command, "--verbose"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.startswith("tupletree: running word-count on Spark local[1,4]")
+    assert sum(noise in done.stderr for noise in JVM_NOISE) >= 2, done.stderr
+
+
+def test_the_hint_names_the_setting_and_pack():
+    """A missing tupletree or pyzmq points at PYSPARK_PYTHON and `tupletree pack`; a
+    missing library of the topology's at `pack --requirements`; other errors get none."""
+    hint = executor_import_hint("... ModuleNotFoundError: No module named 'tupletree'", "python3")
+    assert hint is not None
+    assert "executors' Python (python3) cannot import tupletree" in hint
+    assert "PYSPARK_PYTHON" in hint and "spark.pyspark.python" in hint
+    assert "tupletree pack" in hint
+    zmq = executor_import_hint("No module named 'zmq.backend'", "/usr/bin/python3")
+    assert zmq is not None and "cannot import zmq.backend" in zmq
+    other = executor_import_hint("No module named 'numpy'", "python3")
+    assert other is not None and "tupletree pack --requirements" in other
+    extra = executor_import_hint("No module named 'confluent_kafka'", "./environment/bin/python")
+    assert extra is not None and "tupletree pack --extras kafka" in extra
+    assert executor_import_hint("ValueError: bad input", "python3") is None
+
+
+USER_SESSION = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = sys.argv[1:]  # tupletree for this driver only, as if installed here
+    from pyspark.sql import SparkSession
+    from tupletree import SparkCluster, TopologyBuilder
+    from tupletree.spark.errors import SparkJobFailed
+    from tupletree.testing import FeederSpout
+
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+    spark = spark.getOrCreate()
+    spark.sparkContext.setLogLevel("FATAL")
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]))
+    with SparkCluster(spark=spark) as cluster:
+        try:
+            cluster.submit_topology("first-hour", {}, b.create_topology())
+        except SparkJobFailed as exc:
+            print("FAILED " + str(exc).replace("\\n", " "))
+    """
+)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_session_built_without_pyspark_python_fails_with_the_hint(tmp_path):
+    """The user's own SparkSession, no PYSPARK_PYTHON: executors run ``python3``, which
+    here has no tupletree. submit_topology fails saying so, naming the setting and
+    `tupletree pack`, instead of a bare "No module named 'tupletree'"."""
+    python = bare_python(tmp_path / "bare")
+    script = tmp_path / "user.py"
+    script.write_text(USER_SESSION)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    }
+    env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    import tupletree
+
+    source = str(Path(tupletree.__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, str(script), source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("FAILED ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "No module named 'tupletree'" in lines[0] or "cannot import tupletree" in lines[0]
+    assert "the executors' Python (python3) cannot import tupletree" in lines[0], lines[0]
+    assert "PYSPARK_PYTHON" in lines[0] and "tupletree pack" in lines[0]
