@@ -86,6 +86,9 @@ class FakeContext:
     def register_metric(self, name: str, fn: Any) -> None:
         pass
 
+    def call_each_round(self, fn: Any) -> None:
+        self.round_hooks = [*getattr(self, "round_hooks", []), fn]
+
 
 class FakeBasicCollector(FakeCollector):
     """A BasicBolt's collector: emits are anchored to the input for you."""

@@ -235,7 +235,7 @@ def test_spout_starts_fresh_at_committed_minus_1_and_emits_initstate(store_name)
     -1 on $checkpoint; the ack alone emits nothing (Storm's testInitState)."""
     spout, out, store, _ = open_spout(store_name)
     assert stored(store) == CheckPointState(-1, COMMITTED)
-    spout.next_tuple()
+    spout.step()
     assert out.emitted == [(CHECKPOINT_STREAM, [-1, INITSTATE], -1)]
     spout.ack(-1)
     assert len(out.emitted) == 1
@@ -245,13 +245,13 @@ def test_spout_recovers_from_stored_preparing_100(store_name):
     """Stored PREPARING(100): ROLLBACK 100, INITSTATE 99, PREPARE 100, and the store says
     COMMITTED(99) and then PREPARING(100) along the way."""
     spout, out, store, ctx = open_spout(store_name, CheckPointState(100, PREPARING))
-    spout.next_tuple()
+    spout.step()
     spout.ack(100)
     assert stored(store) == CheckPointState(99, COMMITTED)
-    spout.next_tuple()
+    spout.step()
     spout.ack(99)
     ctx.clock = 5.0
-    spout.next_tuple()
+    spout.step()
     assert [values for _, values, _ in out.emitted] == [
         [100, ROLLBACK],
         [99, INITSTATE],
@@ -263,7 +263,7 @@ def test_spout_recovers_from_stored_preparing_100(store_name):
 def test_spout_recovers_from_stored_committing_100(store_name):
     """Stored COMMITTING(100): COMMIT 100 first, COMMITTED(100) saved on its ack."""
     spout, out, store, _ = open_spout(store_name, CheckPointState(100, COMMITTING))
-    spout.next_tuple()
+    spout.step()
     assert out.emitted == [(CHECKPOINT_STREAM, [100, COMMIT], 100)]
     spout.ack(100)
     assert stored(store) == CheckPointState(100, COMMITTED)
@@ -275,11 +275,11 @@ def test_a_second_spout_instance_is_fenced_off(store_name):
     first, _, _, _ = open_spout(store_name)
     second, _, _, _ = open_spout(store_name)
     for spout in (first, second):
-        spout.next_tuple()
+        spout.step()
         spout.ack(-1)
-    first.next_tuple()  # saves PREPARING(0)
+    first.step()  # saves PREPARING(0)
     with pytest.raises(StateError, match="another instance"):
-        second.next_tuple()
+        second.step()
     assert second.coordinator.state == CheckPointState(0, PREPARING)
     assert second.coordinator.recovering
 

@@ -108,7 +108,7 @@ def test_committed_state_is_the_effect_of_the_committed_inputs(events, aligned):
     def run_step() -> None:
         emitted_before = len(spout_out.emitted)
         spout_ctx.clock += 10.0
-        spout.next_tuple()
+        spout.step()
         if len(spout_out.emitted) == emitted_before:
             return
         _, (txid, action), _ = spout_out.emitted[-1]

@@ -5,6 +5,7 @@ in both checkpoint modes."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -426,3 +427,34 @@ def test_a_stateful_bolt_whose_methods_would_not_run_is_refused(bolt):
     b.set_bolt("count", bolt).shuffle_grouping("source")
     with pytest.raises(InvalidTopologyError, match=r"'count'.*(execute|pre_commit)"):
         b.create_topology()
+
+
+def test_a_rebalance_drains_a_stateful_topology_without_timeouts(tmp_path):
+    """A rebalance deactivates the topology and waits for the trees in flight; stateful
+    bolts hold theirs until a checkpoint commits, so the checkpoint spout goes on while
+    deactivated: the trees complete, none times out (with a rebalance allowed three
+    message timeouts), and the count task's state is found on the new layout."""
+    provider = Provider("sqlite", {"path": str(tmp_path / "state.db")})
+    n = 150
+    conf = {
+        **provider.conf,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 20,
+        Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3,
+        Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: 200,
+    }
+    store = provider.open()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("wc", conf, word_count(n))
+        until = time.monotonic() + 60
+        while acked(store) < n // 3:
+            assert time.monotonic() < until
+            time.sleep(0.05)
+        cluster.rebalance("wc", wait_secs=9, parallelism={"count": 1})
+        while acked(store) < n:
+            assert time.monotonic() < until
+            time.sleep(0.05)
+        spout = cluster.metrics("wc")["source"]
+        assert spout["timed_out"] == 0 and spout["failed"] == 0
+        assert cluster.errors("wc") == []
+    counts = {k: v for k, v in committed(store).items() if not isinstance(k, tuple)}
+    assert counts == expected_counts(n)

@@ -18,6 +18,12 @@ this spout publishes the step in its namespace instead (key ``__step``: ``{"seq"
 (key ``__done:<component>-<index>``: ``{"seq", "ok"}``), or a fail when one has not
 answered within the message timeout.
 
+The steps go out from a round hook (``context.call_each_round``), not ``next_tuple``:
+they go on while the topology is deactivated (a rebalance drains it that way, waiting
+for the trees in flight, which stateful bolts hold until a checkpoint commits) and
+while bolts' queues push back on the spouts. Storm's spout is polled like any other,
+so there a deactivated stateful topology's trees wait for their timeout.
+
 Config (checked at submit by ``check_config``): ``topology.state.checkpoint.interval.ms``
 must be below the message timeout (a bolt holds its acks for up to an interval, and the
 trees must not time out meanwhile), and acking must be on (the protocol rides on it).
@@ -119,6 +125,7 @@ class CheckpointSpout(Spout):
         self._stored: bytes | None = None
         self._waiting: tuple[int, int, float] | None = None  # aligned: (seq, txid, since)
         self._restart()
+        context.call_each_round(self.step)
         if self._aligned:
             self._done_keys = [
                 done_key(c, i) for c in self.spouts for i in range(len(context.component_tasks(c)))
@@ -154,22 +161,30 @@ class CheckpointSpout(Spout):
         self._stored = data
 
     def next_tuple(self) -> None:
+        pass  # the steps go out from the round hook (``step``), active or not
+
+    def step(self) -> bool:
+        """Each round of the worker, whether the topology is active or not (so a
+        deactivated topology, or one a rebalance is draining, still commits what its
+        stateful bolts hold, and their trees complete): take the next step if due.
+        True if one went out."""
         now = self._now()
         if self._aligned and self._waiting is not None:
             self._collect(now)
         step = self.coordinator.poll(now)
         if step is None:
-            return
+            return False
         try:
             if self._aligned:
                 self._publish(step.txid, step.action, step.save, now)
-                return
+                return True
             if step.save is not None:
                 self._save(step.save)
         except BaseException:
             self._restart()
             raise
         self._collector.emit([step.txid, step.action], step.txid, CHECKPOINT_STREAM)
+        return True
 
     def ack(self, msg_id: Any) -> None:
         save = self.coordinator.ack(msg_id)
