@@ -458,3 +458,15 @@ def test_a_rebalance_drains_a_stateful_topology_without_timeouts(tmp_path):
         assert cluster.errors("wc") == []
     counts = {k: v for k, v in committed(store).items() if not isinstance(k, tuple)}
     assert counts == expected_counts(n)
+
+
+def test_complete_topology_runs_a_stateful_topology_with_mocked_sources(sim_cluster):
+    """complete_topology's stand-in for a mocked spout is wrapped as the plan wrapped
+    the spout, so the $checkpoint wiring holds and the stateful count runs."""
+    from tupletree.testing import MockedSources, complete_topology, read_tuples
+
+    results = complete_topology(
+        sim_cluster, word_count(5), MockedSources({"source": [["a b", 0], ["b c", 1]]})
+    )
+    assert sorted(read_tuples(results, "count")) == [["a", 1], ["b", 1], ["b", 2], ["c", 1]]
+    assert results.acked["source"] == {0, 1}

@@ -152,6 +152,10 @@ class CheckpointedSpout(Spout):
         self.component = "?"
         self.epoch = 0
 
+    def wrap_like(self, spout: Spout) -> CheckpointedSpout:
+        """``spout`` wrapped as this one is (complete_topology's mocked spouts)."""
+        return CheckpointedSpout(spout)
+
     def declare_output_fields(self, declarer: Any) -> None:
         self.delegate.declare_output_fields(declarer)
         if CHECKPOINT_STREAM in declarer.streams:
