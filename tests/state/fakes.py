@@ -52,6 +52,19 @@ class FakeCollector:
     def reset_timeout(self, tup: Any) -> None:
         pass
 
+    # The runtime collector's deferred acks, with the tuples themselves as the batch.
+    def defer_ack(self, tup: Any) -> None:
+        self.__dict__.setdefault("deferred", []).append(tup)
+
+    def take_deferred(self) -> list[Any]:
+        return self.__dict__.pop("deferred", [])
+
+    def release_deferred(self, batch: list[Any]) -> None:
+        self.acked.extend(batch)
+
+    def fail_deferred(self, batch: list[Any]) -> None:
+        self.failed.extend(batch)
+
     def report_error(self, exc: BaseException) -> None:
         self.errors.append(exc)
 

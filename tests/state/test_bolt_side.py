@@ -66,20 +66,21 @@ def test_no_upstream_task_is_refused():
 
 
 def test_held_inputs_through_a_checkpoint():
-    """Pending until INITSTATE, acks held to COMMIT, rollback fails prepared and acked."""
+    """Pending until INITSTATE; acks held (as batches taken from the collector) to
+    COMMIT; a rollback fails the prepared batches and the one held since."""
     held = CheckpointTuples()
     assert held.step(PREPARE, 0).refuse  # before INITSTATE
     held.buffer("a")
     plan = held.finish(held.step(INITSTATE, -1))
     assert plan.init and plan.run == ["a"] and held.initialized
-    held.acked.append("a")
-    held.finish(held.step(PREPARE, 0))
-    held.acked.append("b")
-    assert held.finish(held.step(COMMIT, 0)).ack == ["a"]
-    held.finish(held.step(PREPARE, 1))
-    held.acked.append("c")
-    assert held.finish(held.step(ROLLBACK, 1)).fail == ["b", "c"]
-    assert held.finish(held.step(INITSTATE, 0)).fail == []  # a later INITSTATE: nothing
+    plan = held.step(PREPARE, 0)
+    assert plan.takes_acked
+    held.finish(plan, ["a"])
+    assert held.finish(held.step(COMMIT, 0)).ack == [["a"]]
+    held.finish(held.step(PREPARE, 1), ["b"])
+    assert held.finish(held.step(ROLLBACK, 1), ["c"]).fail_batches == [["b"], ["c"]]
+    plan = held.step(INITSTATE, 0)  # a later INITSTATE: nothing
+    assert not plan.takes_acked and held.finish(plan).fail_batches == []
 
 
 def test_pending_has_a_bound():
@@ -89,14 +90,13 @@ def test_pending_has_a_bound():
 
 def test_aligned_initstate_rolls_back_and_drops_what_came_before_it():
     """Aligned mode: the pending inputs (sent before the spouts rewound) are failed, not
-    run; a later INITSTATE rolls the state back."""
+    run; a later INITSTATE rolls the state back, failing what was held."""
     held = CheckpointTuples(aligned=True)
     held.buffer("stale")
     plan = held.finish(held.step(INITSTATE, 3))
     assert plan.fail == ["stale"] and plan.run == []
-    held.acked.append("x")
     plan = held.step(INITSTATE, 3)
-    assert plan.state_op == "rollback" and held.finish(plan).fail == ["x"]
+    assert plan.state_op == "rollback" and held.finish(plan, ["x"]).fail_batches == [["x"]]
 
 
 # -- StatefulBoltExecutor with Storm's vectors -------------------------------------------
@@ -268,7 +268,7 @@ def test_a_failing_hook_fails_the_checkpoint_and_keeps_the_held_acks():
     commit = checkpoint(1, COMMIT, 10)
     ex.execute(commit)
     assert commit in out.failed and "pre_commit broke" in str(out.errors[0])
-    assert tup not in out.acked and ex.held.prepared == [tup]
+    assert tup not in out.acked and ex.held.prepared == [[tup]]
 
 
 def test_unanchored_emit_is_refused_naming_component_and_stream():

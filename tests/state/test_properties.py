@@ -125,7 +125,7 @@ def test_committed_state_is_the_effect_of_the_committed_inputs(events, aligned):
             released[tup.values[1]] += 1
             in_bolt.discard(tup.values[1])
         if action == PREPARE and not refused:
-            prepared_by_txid[txid] = [t.values[1] for t in bolt.held.prepared]
+            prepared_by_txid[txid] = [t.values[1] for b in bolt.held.prepared for t in b]
         settle_bolt_output()
         step_out[:] = [(txid, action, refused)]
 

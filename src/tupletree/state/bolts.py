@@ -184,7 +184,7 @@ class StatefulBoltExecutor(_CheckpointBolt):
         self.held = CheckpointTuples(aligned=self.aligned)
         self.state = self.open_state(conf, context)
         self.collector = AckHoldingCollector(
-            collector, context.component_id, self.held, self.delegate.emits_anchored
+            collector, context.component_id, self.delegate.emits_anchored
         )
         self._bolt_execute = self.delegate.execute
         self.delegate.prepare(conf, context, self.collector)
@@ -241,9 +241,11 @@ class StatefulBoltExecutor(_CheckpointBolt):
             out.fail(tup)
             out.report_error(exc)
             return False
-        held.finish(plan)
-        for t in plan.ack:
-            out.ack(t)
+        held.finish(plan, out.take_deferred() if plan.takes_acked else None)
+        for batch in plan.ack:
+            out.release_deferred(batch)
+        for batch in plan.fail_batches:
+            out.fail_deferred(batch)
         for t in plan.fail:
             out.fail(t)
         self._run_each(plan.run)

@@ -7,8 +7,8 @@ would miss it. ``emit`` and ``emit_direct`` without anchors (or with an empty li
 raise EmitError naming the component and stream. ``$checkpoint`` is the protocol's
 stream: bolts do not emit on it.
 
-A stateful bolt's ``ack`` is held back (``held.CheckpointTuples.acked``): the tuple is
-acked for real at the COMMIT of the checkpoint whose state includes its effect.
+A stateful bolt's ``ack`` is held back (the runtime collector's ``defer_ack``): the
+tuple is acked for real at the COMMIT of the checkpoint whose state includes its effect.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ class AnchoringCollector:
 
 class AckHoldingCollector(AnchoringCollector):
     """A stateful bolt's collector: anchored emits only, and ``ack`` held until COMMIT:
-    ``ack`` is the bound ``append`` of the held list (``held.acked``, which is cleared,
-    never replaced), the cheapest call there is on a per-tuple path.
+    ``ack`` is the runtime collector's ``defer_ack`` itself (no call in between on the
+    per-tuple path), which settles the tuple and keeps its ack value per tree.
 
     ``anchored=False`` lets unanchored emits through: a persistent window's (its
     window's tuples are copies from the store, not in any tuple tree; Storm's
@@ -83,9 +83,9 @@ class AckHoldingCollector(AnchoringCollector):
 
     __slots__ = ("ack", "emit", "emit_direct")
 
-    def __init__(self, out: Any, component: str, held: Any, anchored: bool = True) -> None:
+    def __init__(self, out: Any, component: str, anchored: bool = True) -> None:
         super().__init__(out, component)
-        self.ack = held.acked.append  # type: ignore[method-assign]
+        self.ack = out.defer_ack  # type: ignore[method-assign]
         if anchored:
             self.emit = super().emit  # type: ignore[method-assign]
             self.emit_direct = super().emit_direct  # type: ignore[method-assign]

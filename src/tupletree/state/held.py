@@ -1,13 +1,19 @@
 """What a stateful bolt task holds between checkpoints, and what each step does with it
 (Storm's StatefulBoltExecutor), pure: tuples are opaque values here.
 
-Three lists:
+What it holds:
 
 - ``pending``: inputs that arrived before the first INITSTATE (the state is not loaded
   yet); run once it is, in arrival order;
-- ``acked``: inputs the bolt acked since the last PREPARE. The ack is held back: a
-  tuple is acked for real only when the state that includes its effect is committed;
-- ``prepared``: the inputs acked before the PREPARE now in progress.
+- the inputs the bolt acked since the last PREPARE: their acks are held back, and a
+  tuple is acked for real only when the state that includes its effect is committed.
+  The runtime's collector keeps them (``OutputCollector.defer_ack``: an int per tree,
+  not the tuple); the caller takes them as a *batch* when a step needs them and hands
+  it to ``finish``;
+- ``prepared``: the batches acked before the PREPARE now in progress.
+
+Batches are opaque here (the collector's ``take_deferred``, ``release_deferred``,
+``fail_deferred`` know what is in them), so this stays plain values.
 
 ``step(action, txid)`` returns the ``Plan`` for one checkpoint step:
 
@@ -27,8 +33,8 @@ pending tuples are failed instead of run (they were emitted before the rewind an
 come again after it).
 
 Bounds: ``pending`` holds at most ``max_pending`` tuples (``buffer`` refuses more: the
-caller fails them and the spout replays them). ``acked`` and ``prepared`` hold what one
-checkpoint interval acked: the tuple trees are open until then, so
+caller fails them and the spout replays them). The held acks are an int per tuple tree
+acked in one checkpoint interval: the trees are open until then, so
 ``topology.max.spout.pending`` bounds them, and the message timeout ends them.
 """
 
@@ -47,10 +53,11 @@ MAX_PENDING_BEFORE_INIT = 100_000
 class Plan:
     """What one checkpoint step does, in this order: ``refuse`` (fail the checkpoint
     tuple and stop there), the user's ``hook``, ``state_op`` on the state, ``init``
-    (call init_state); then, if all that succeeded, ``CheckpointTuples.finish(plan)``
-    fills in ``ack``, ``fail`` and ``run``: ack those, fail those, run those; then the
-    caller forwards the checkpoint and acks it. If a hook or the state raised, the caller
-    fails the checkpoint tuple and does not call ``finish``: nothing moved."""
+    (call init_state); then, if all that succeeded, ``CheckpointTuples.finish(plan,
+    taken)`` fills in the rest: release the batches in ``ack``, fail those in
+    ``fail_batches`` and the tuples in ``fail``, run the tuples in ``run``; then the
+    caller forwards the checkpoint and acks it. If a hook or the state raised, the
+    caller fails the checkpoint tuple and does not call ``finish``: nothing moved."""
 
     action: str
     refuse: bool = False
@@ -58,21 +65,26 @@ class Plan:
     state_op: str | None = None
     init: bool = False
     ack: list[Any] = field(default_factory=list)
+    fail_batches: list[Any] = field(default_factory=list)
     fail: list[Any] = field(default_factory=list)
     run: list[Any] = field(default_factory=list)
+
+    @property
+    def takes_acked(self) -> bool:
+        """Whether ``finish`` needs the batch of acks held since the last PREPARE."""
+        return self.state_op in ("prepare", "rollback")
 
 
 class CheckpointTuples:
     """See the module docstring."""
 
-    __slots__ = ("acked", "aligned", "initialized", "max_pending", "pending", "prepared")
+    __slots__ = ("aligned", "initialized", "max_pending", "pending", "prepared")
 
     def __init__(self, *, aligned: bool = False, max_pending: int = MAX_PENDING_BEFORE_INIT):
         self.aligned = aligned
         self.max_pending = max_pending
         self.initialized = False
         self.pending: list[Any] = []
-        self.acked: list[Any] = []
         self.prepared: list[Any] = []
 
     def buffer(self, tup: Any) -> bool:
@@ -100,22 +112,20 @@ class CheckpointTuples:
             return Plan(action)
         raise ValueError(f"unknown checkpoint action {action!r} (txid {txid})")
 
-    def finish(self, plan: Plan) -> Plan:
-        """The step went through: move the tuples it settles into ``plan``."""
+    def finish(self, plan: Plan, acked: Any = None) -> Plan:
+        """The step went through: move what it settles into ``plan``. ``acked`` is the
+        batch of acks held since the last PREPARE, taken after the hook and the state
+        (so what ``pre_prepare`` acked belongs to this PREPARE), when
+        ``plan.takes_acked``."""
         if plan.refuse:
             return plan
-        # ``acked`` stays the same list (cleared, never replaced): a stateful bolt's
-        # collector.ack is its bound ``append``.
         if plan.state_op == "prepare":
-            # After the hook and the state: what pre_prepare acked belongs to this one.
-            self.prepared.extend(self.acked)
-            self.acked.clear()
+            self.prepared.append(acked)
         elif plan.state_op == "commit":
             plan.ack, self.prepared = self.prepared, []
         elif plan.state_op == "rollback":
-            plan.fail = self.prepared + self.acked
+            plan.fail_batches = [*self.prepared, acked]
             self.prepared = []
-            self.acked.clear()
         if plan.init:
             self.initialized = True
             pending, self.pending = self.pending, []
