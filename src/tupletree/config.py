@@ -74,6 +74,10 @@ class Config:
     TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
     TOPOLOGY_STATE_CHECKPOINT_MODE = "topology.state.checkpoint.mode"
+    # Not Storm's, and set by the cluster at submit, not by the user: where the topology
+    # runs ("local" for LocalCluster, else the Spark master), so that a component can
+    # refuse at submit a store its workers could not share (store/hosts.py).
+    TUPLETREE_CLUSTER_MASTER = "tupletree.cluster.master"
 
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
@@ -175,6 +179,12 @@ def _store_config(value: Any) -> str | None:
     return None
 
 
+def _text_or_none(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value):
+        return None
+    return f"must be a non-empty str or None, got {type(value).__name__} {value!r}"
+
+
 @dataclass(frozen=True)
 class Setting:
     """A known key's default and the check its values must pass (a message, or None)."""
@@ -228,6 +238,8 @@ SETTINGS: dict[str, Setting] = {
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG: Setting(None, _mapping),
     Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: Setting(1000, _int(100, 86_400_000)),
     Config.TOPOLOGY_STATE_CHECKPOINT_MODE: Setting("storm", _choice("storm", "aligned")),
+    # Set by the cluster at submit (where the topology runs).
+    Config.TUPLETREE_CLUSTER_MASTER: Setting(None, _text_or_none),
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tupletree.config import Config
-from tupletree.errors import FailedException, InvalidTopologyError
+from tupletree.errors import FailedException, InvalidConfigError, InvalidTopologyError
 from tupletree.state.alignment import REFUSE, AlignedInputs
 from tupletree.state.collector import (
     AckHoldingCollector,
@@ -42,6 +42,7 @@ from tupletree.state.planner import plan_topology
 from tupletree.state.protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
 from tupletree.state.provider import open_state_store, state_namespace
 from tupletree.state.stateful_bolt import StatefulBolt
+from tupletree.store.hosts import require_shared
 from tupletree.topology.components import BasicBolt, Bolt
 
 
@@ -166,6 +167,17 @@ class _CheckpointBolt(Bolt):
 
 class StatefulBoltExecutor(_CheckpointBolt):
     """Runs a StatefulBolt (see the module docstring)."""
+
+    def check_config(self, conf: dict[str, Any], component_id: str) -> None:
+        master = conf.get(Config.TUPLETREE_CLUSTER_MASTER)
+        if master is not None:
+            # A provider only one host sees cannot follow a task Spark restarts elsewhere.
+            key = Config.TOPOLOGY_STATE_PROVIDER
+            try:
+                require_shared(conf[key], master, what=f"stateful bolt {component_id!r}: {key}")
+            except ValueError as exc:
+                raise InvalidConfigError(str(exc), key=key, value=conf[key]) from None
+        super().check_config(conf, component_id)
 
     def __init__(
         self,
