@@ -39,6 +39,10 @@ FORBIDDEN = {
     "trident": {"runtime", "distributed", "spark", "local", "ui", "testing", "cli", "connectors"},
     # A windowed bolt is a plain Bolt to the runtime, like a connector.
     "windowing": {"runtime", "distributed", "spark", "local"} | _SERVICES,
+    # Stateful bolts are plain Spouts and Bolts over the store; the topology layer
+    # reaches them only through its generic plan_topology hook; persistent windows
+    # (windowing/) build on them, not the other way round.
+    "state": {"runtime", "distributed", "spark", "local", "windowing", "trident"} | _SERVICES,
 }
 
 
@@ -79,6 +83,11 @@ def test_distributed_uses_no_spark_api() -> None:
                 if node.module != "pyspark" or names != {"cloudpickle"}:
                     uses[path.name] = node.module
     assert uses == {}
+
+
+def test_topology_knows_nothing_of_state() -> None:
+    """topology/ wires stateful bolts through plan_topology only: it imports no state/."""
+    assert [p.name for p in (SRC / "topology").rglob("*.py") if "state" in imported(p)] == []
 
 
 # Top-level modules: the ones below every layer import none of tupletree's packages

@@ -277,14 +277,22 @@ class ClusterBase:
         return None if self._drpc is None else self._drpc.server
 
     def _checked_submission(
-        self, name: str, conf: dict[str, Any] | None, topology: Any, running: Any
+        self,
+        name: str,
+        conf: dict[str, Any] | None,
+        topology: Any,
+        running: Any,
+        master: str = "local",
     ) -> dict[str, Any]:
-        """Validate a submission; return the full config (defaults, DRPC server)."""
+        """Validate a submission; return the full config (defaults, DRPC server, and
+        ``tupletree.cluster.master``: where it runs, for the components' checks of the
+        stores they need)."""
         require_topology(topology)
         if name in running:
             raise ValueError(f"a topology named {name!r} is already running")
         if self._drpc is not None:
             conf = self._drpc.topology_conf(conf)
+        conf = {**(conf or {}), Config.TUPLETREE_CLUSTER_MASTER: master}
         full = validate(conf)
         check_components(topology, full)
         return full

@@ -68,6 +68,17 @@ class Config:
     # failed at once, so its spout replays it (windowing/executor.py).
     TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
 
+    # Stateful bolts (tupletree.state): Storm's checkpoint keys, and the aligned mode
+    # (beyond Storm: docs/state.md).
+    TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
+    TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
+    TOPOLOGY_STATE_CHECKPOINT_MODE = "topology.state.checkpoint.mode"
+    # Not Storm's, and set by the cluster at submit, not by the user: where the topology
+    # runs ("local" for LocalCluster, else the Spark master), so that a component can
+    # refuse at submit a store its workers could not share (store/hosts.py).
+    TUPLETREE_CLUSTER_MASTER = "tupletree.cluster.master"
+
 
 # Every numeric key has a finite range: NaN compares false with everything, so a NaN
 # timeout would never expire, and an absurd size (topology.workers = 10**7) would
@@ -127,6 +138,21 @@ def _token(value: Any) -> str | None:
     return None
 
 
+def _choice(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value not in choices:
+            return f"must be one of {list(choices)}, got {value!r}"
+        return None
+
+    return check
+
+
+def _mapping(value: Any) -> str | None:
+    if value is not None and not isinstance(value, Mapping):
+        return f"must be a dict (or None), got {type(value).__name__} {value!r}"
+    return None
+
+
 def _bool(value: Any) -> str | None:
     if not isinstance(value, bool):
         return f"must be True or False, got {type(value).__name__} {value!r}"
@@ -151,6 +177,12 @@ def _store_config(value: Any) -> str | None:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         return f"must be a dict of str keys or None, got {type(value).__name__} {value!r}"
     return None
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value):
+        return None
+    return f"must be a non-empty str or None, got {type(value).__name__} {value!r}"
 
 
 @dataclass(frozen=True)
@@ -198,6 +230,16 @@ SETTINGS: dict[str, Setting] = {
     Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: Setting(1000, _int(1, 10**7)),
     Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: Setting(None, _store_kind),
     Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: Setting(None, _store_config),
+    # Stateful bolts (tupletree.state). Storm clamps an interval below 100 ms to 100;
+    # here it is refused, as every out-of-range value is.
+    Config.TOPOLOGY_STATE_PROVIDER: Setting(
+        "memory", _choice("memory", "sqlite", "redis", "postgresql")
+    ),
+    Config.TOPOLOGY_STATE_PROVIDER_CONFIG: Setting(None, _mapping),
+    Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: Setting(1000, _int(100, 86_400_000)),
+    Config.TOPOLOGY_STATE_CHECKPOINT_MODE: Setting("storm", _choice("storm", "aligned")),
+    # Set by the cluster at submit (where the topology runs).
+    Config.TUPLETREE_CLUSTER_MASTER: Setting(None, _text_or_none),
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
 }

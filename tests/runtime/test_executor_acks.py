@@ -141,3 +141,61 @@ def test_runs_of_one_tree_send_one_ack_per_tree_per_turn():
     for edge in edges:
         total ^= edge
     assert list(inboxes[ACKER]) == [(ACK, ROOTS[0], total, 0)]
+
+
+class Deferring:
+    """A plain bolt that emits ``children`` tuples anchored to each input and defers its
+    ack (a stateful bolt's way: OutputCollector.defer_ack)."""
+
+    def execute(self, tup: Any) -> None:
+        index, children, _ = tup.values
+        for _ in range(children):
+            self.out.emit([index], anchors=tup)
+        self.out.defer_ack(tup)
+
+
+def test_deferred_acks_released_equal_acking_each_input_and_failed_fail_each_tree():
+    """Deferring, taking the batch and releasing it sends, per tree, the XOR acking each
+    input would have sent; failing a batch sends FAIL once per tree it holds; a deferred
+    tuple is settled at once (acking or failing it again does nothing)."""
+    for seed in range(30):
+        rng = random.Random(seed)
+        ex, inboxes = make_executor(seed)
+        ex.basic = False
+        bolt = Deferring()
+        ex.bolt = bolt
+        bolt.out = ex.collector
+        ids = IdGenerator(seed + 1)
+        src = TupleSource("s", "default", 9, Fields(["i", "c", "f"]))
+        plan = [
+            (rng.sample(range(len(ROOTS)), rng.randint(0, 3)), rng.randint(0, 3))
+            for _ in range(rng.randint(1, 30))
+        ]
+        edges = [{ROOTS[r]: ids.next_id() for r in trees} for trees, _ in plan]
+        sent = [in_trees([i, c, False], src, edges[i]) for i, (_, c) in enumerate(plan)]
+        ex.inbox.extend(sent)
+        ex.run_batch(1000)
+        assert all(t.is_settled() for t in sent)
+        assert [m for m in inboxes[ACKER] if m[0] == ACK] == []  # nothing acked yet
+        children_xor: dict[int, int] = {}
+        for child in inboxes[SINK]:
+            for edge in set(child._tree_edges().values()):
+                children_xor[child[0]] = children_xor.get(child[0], 0) ^ edge
+        expected: dict[int, int] = {}
+        for i, tree_edges in enumerate(edges):
+            for root, edge in tree_edges.items():
+                expected[root] = expected.get(root, 0) ^ edge ^ children_xor.get(i, 0)
+        batch = ex.collector.take_deferred()
+        assert batch[1] == len(plan) and ex.collector.take_deferred() == ({}, 0)
+        ex.collector.ack(sent[0])  # settled already: nothing
+        ex.collector.release_deferred(batch)
+        ex.collector.flush()
+        got: dict[int, int] = {}
+        for kind, root, val, _ in inboxes[ACKER]:
+            assert kind == ACK
+            got[root] = got.get(root, 0) ^ val
+        assert got == {r: v for r, v in expected.items() if v}
+        inboxes[ACKER].clear()
+        ex.collector.fail_deferred(batch)
+        assert sorted(root for _, root, _, _ in inboxes[ACKER]) == sorted(batch[0])
+        assert {kind for kind, _, _, _ in inboxes[ACKER]} <= {FAIL}

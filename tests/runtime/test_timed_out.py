@@ -154,7 +154,8 @@ def test_held_tuples_are_bounded_and_pruned_of_settled_ones():
 def test_a_full_table_sweeps_at_most_once_per_quarter_of_its_limit_turned_away():
     """Settled tuples at the old end leave at once; one settled behind an unsettled
     oldest is swept out only after limit // 4 tuples were turned away since the last
-    sweep (a full table of unsettled tuples must not cost a pass per tuple)."""
+    sweep (a full table of unsettled tuples must not cost a pass per tuple), and after a
+    sweep that freed little, only after twice as many."""
     held = HeldTuples(lambda: 0.0, limit=8)
     tups = [Tuple([i], SRC, 1, i + 1) for i in range(20)]
     for t in tups[:8]:
@@ -162,15 +163,31 @@ def test_a_full_table_sweeps_at_most_once_per_quarter_of_its_limit_turned_away()
     held.add(tups[8])  # full, nothing settled: the first sweep finds nothing
     assert held.unwatched == 1
     tups[3]._ack_val = -1  # settled behind the unsettled oldest
-    held.add(tups[9])  # one turned away since the sweep: no sweep yet
-    assert held.unwatched == 2 and len(held) == 8
-    held.add(tups[10])  # two (8 // 4): the sweep frees tups[3]'s place
-    assert held.unwatched == 2 and len(held) == 8
+    for t in tups[9:12]:  # 1, 2, 3 turned away since the sweep: not yet (4 after it)
+        held.add(t)
+    assert held.unwatched == 4 and any(t is tups[3] for _, t in held._items)
+    held.add(tups[12])  # four: the sweep frees tups[3]'s place
+    assert held.unwatched == 4 and len(held) == 8
     assert tups[3] not in [t for _, t in held.unsettled()]
     tups[0]._ack_val = -1  # the oldest settles: it leaves at once, no sweep needed
-    held.add(tups[11])
-    assert held.unwatched == 2
-    assert [t for _, t in held.unsettled()] == [*tups[1:3], *tups[4:8], tups[10], tups[11]]
+    held.add(tups[13])
+    assert held.unwatched == 4
+    assert [t for _, t in held.unsettled()] == [*tups[1:3], *tups[4:8], tups[12], tups[13]]
+
+
+def test_a_sweep_that_frees_much_brings_the_quarter_back():
+    """After sweeps that found little the wait is longer; one that frees a quarter of
+    the table or more sets it back to limit // 4."""
+    held = HeldTuples(lambda: 0.0, limit=8)
+    tups = [Tuple([i], SRC, 1, i + 1) for i in range(40)]
+    for t in tups[:9]:
+        held.add(t)  # the 9th: a sweep finds nothing, the next waits for 4
+    assert held._sweep_after == 4
+    for t in tups[1:8]:
+        t._ack_val = -1  # all but the oldest settle
+    for t in tups[9:13]:
+        held.add(t)  # the fourth turned away sweeps: 7 places free
+    assert held._sweep_after == 2 and len(held) == 2
 
 
 def test_log_searches_only_the_newest_it_keeps():

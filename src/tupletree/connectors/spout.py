@@ -376,6 +376,7 @@ class BrokerSpout(Connector, Spout):
         session: Session | None = None
         failures = 0
         while not self._stopping.is_set():
+            session = self._io_turn(session)
             if session is None:
                 try:
                     session = self.connect(self.epoch + 1)
@@ -384,10 +385,12 @@ class BrokerSpout(Connector, Spout):
                     self._errors.post(exc)
                     self._stopping.wait(self.reconnect.delay(failures))
                     continue
-                if self.epoch:
+                reconnect = self.epoch > 0
+                if reconnect:
                     self.io_counts["reconnects"] += 1
                 self.epoch += 1
                 self._session = session
+                self._session_started(session, reconnect)
                 failures = 0
             actions: list[tuple[str, Delivery]] = []
             try:
@@ -420,6 +423,14 @@ class BrokerSpout(Connector, Spout):
         if session is not None:
             self._settle_last(session)
             close_quietly(session)
+
+    def _io_turn(self, session: Session | None) -> Session | None:
+        """A subclass's work at the top of each I/O turn; the session to go on with
+        (None: close it, start another). Kafka's rewinds happen here."""
+        return session
+
+    def _session_started(self, session: Session, reconnect: bool) -> None:
+        """A new session is up (``reconnect``: it replaces one)."""
 
     def _settle_last(self, session: Session) -> None:
         """On close: send the settles still queued (the trees that completed last)."""

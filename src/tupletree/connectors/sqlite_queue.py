@@ -17,6 +17,14 @@ by every process using the file.
 
 Several processes may use one file (WAL mode, a busy timeout), which is what a
 SparkCluster on one machine needs; it is not meant for a real cluster's network disk.
+
+In a stateful topology's aligned checkpoint mode (tupletree.state.aligned) the spout
+rewinds instead of replaying what failed: task ``k`` of ``n`` reads the messages with
+``id % n == k`` that are not done, in id order; ``position()`` is the last id it
+emitted, ``rewind(position)`` goes back to just after it (None: to before its first
+message not done), and ``committed(position)`` marks every one of its messages up to it
+done (an ack marks one done as before: its tree completed, so its effect on the state
+was committed). Leases do not decide who reads what in that mode, the id does.
 """
 
 from __future__ import annotations
@@ -134,6 +142,10 @@ class SQLiteQueueSpout(Spout):
         self.lease = f"{context.topology_name}/{context.component_id}/{context.this_task_index}"
         self.conn = connect(self.path)
         self.buffer: list[tuple[int, str]] = []
+        self.tasks = len(context.this_component_tasks())
+        self.index = context.this_task_index
+        # The aligned mode's: the last id emitted (None until the first rewind).
+        self.cursor: int | None = None
         # Leases held by an earlier life of this task died with it: replay them.
         self._write("UPDATE messages SET state='ready', lease=NULL WHERE lease=?", (self.lease,))
 
@@ -142,6 +154,9 @@ class SQLiteQueueSpout(Spout):
             self.conn.execute(sql, args)
 
     def next_tuple(self) -> None:
+        if self.cursor is not None:
+            self._next_in_order()
+            return
         if not self.buffer:
             now = time.time()
             with immediate(self.conn):
@@ -163,6 +178,49 @@ class SQLiteQueueSpout(Spout):
             self.buffer = rows[::-1]
         if self.buffer:
             msg_id, body = self.buffer.pop()
+            self.collector.emit([msg_id, body], msg_id=msg_id)
+
+    # -- the aligned checkpoint mode (see the module docstring) --------------------------
+
+    def position(self) -> int | None:
+        return self.cursor
+
+    def rewind(self, position: int | None) -> None:
+        self.buffer = []
+        if position is None:
+            (first,) = self.conn.execute(
+                "SELECT MIN(id) FROM messages WHERE state != 'done' AND id % ? = ?",
+                (self.tasks, self.index),
+            ).fetchone()
+            position = 0 if first is None else first - 1
+        self.cursor = position
+
+    def committed(self, position: int | None) -> None:
+        if position is not None:
+            self._write(
+                "UPDATE messages SET state='done', lease=NULL WHERE id <= ? AND id % ? = ? "
+                "AND state != 'done'",
+                (position, self.tasks, self.index),
+            )
+
+    def _next_in_order(self) -> None:
+        if not self.buffer:
+            now = time.time()
+            with immediate(self.conn):
+                rows = self.conn.execute(
+                    "SELECT id, body FROM messages WHERE id > ? AND id % ? = ? "
+                    "AND state != 'done' ORDER BY id LIMIT ?",
+                    (self.cursor, self.tasks, self.index, self.batch),
+                ).fetchall()
+                self.conn.executemany(
+                    "UPDATE messages SET state='leased', lease=?, leased_at=?, "
+                    "deliveries=deliveries+1 WHERE id=?",
+                    [(self.lease, now, row[0]) for row in rows],
+                )
+            self.buffer = rows[::-1]
+        if self.buffer:
+            msg_id, body = self.buffer.pop()
+            self.cursor = msg_id
             self.collector.emit([msg_id, body], msg_id=msg_id)
 
     def reset_timeout(self, msg_id: int) -> None:

@@ -50,17 +50,23 @@ class HeldTuples:
     since) at its old end leave first; settled ones behind an unsettled oldest are swept
     out in one pass, but at most once per ``limit // 4`` tuples turned away, so that a
     table full of unsettled tuples costs a few steps per ``add``, not a pass over all of
-    them. A tuple that finds no room goes unwatched, and is counted.
+    them. A sweep that frees less than a quarter of the table doubles the wait before the
+    next (up to ``64 * limit`` tuples turned away); one that frees more sets it back. A
+    bolt that holds its inputs on purpose (a stateful bolt until its checkpoint commits,
+    a window until it slides) fills the table with tuples that settle together, and
+    sweeping it every quarter found nothing, at the price of a pass per ``limit // 4``
+    tuples. A tuple that finds no room goes unwatched, and is counted.
     """
 
-    __slots__ = ("_items", "_misses", "_now", "limit", "unwatched")
+    __slots__ = ("_items", "_misses", "_now", "_sweep_after", "limit", "unwatched")
 
     def __init__(self, now: Callable[[], float], limit: int = HELD_LIMIT) -> None:
         self._now = now
         self._items: deque[tuple[float, Any]] = deque()
         self.limit = limit
         self.unwatched = 0
-        self._misses = limit // 4  # tuples turned away since the last sweep
+        self._sweep_after = max(1, limit // 4)
+        self._misses = self._sweep_after  # tuples turned away since the last sweep
 
     def add(self, tup: Any) -> None:
         items = self._items
@@ -68,9 +74,14 @@ class HeldTuples:
             # Trees mostly settle in the order their tuples arrived: one step each.
             while items and items[0][1].is_settled():
                 items.popleft()
-            if len(items) >= self.limit and self._misses >= self.limit // 4:
+            if len(items) >= self.limit and self._misses >= self._sweep_after:
                 self._items = items = deque(item for item in items if not item[1].is_settled())
                 self._misses = 0
+                quarter = max(1, self.limit // 4)
+                if self.limit - len(items) < quarter:
+                    self._sweep_after = min(self._sweep_after * 2, 64 * self.limit)
+                else:
+                    self._sweep_after = quarter
             if len(items) >= self.limit:
                 self.unwatched += 1
                 self._misses += 1

@@ -129,7 +129,9 @@ class SparkCluster(ClusterBase):
 
         from tupletree.spark.launcher import WorkerLauncher
 
-        full_conf = self._checked_submission(name, conf, topology, self._running)
+        full_conf = self._checked_submission(
+            name, conf, topology, self._running, master=self.spark.sparkContext.master
+        )
         _ship_user_modules_by_value(topology)
         pickled_components(topology, cloudpickle.dumps)  # names an unpicklable component
         blob = cloudpickle.dumps(topology)

@@ -226,6 +226,11 @@ def complete_topology(
                 raise ValueError(f"mocked spout {cid!r} declares no default stream")
             settled[cid] = AckFailTracker()
             obj = FixedTupleSpout(mocked[cid], default.fields.to_list(), settled[cid])
+            # A spout the topology's plan wrapped (a stateful topology's data spouts)
+            # wraps its stand-in the same way, so the plan's wiring still holds.
+            wrap_like = getattr(spec.obj, "wrap_like", None)
+            if wrap_like is not None:
+                obj = wrap_like(obj)
         new = ComponentSpec(
             cid, _capturing(obj, _Capture(emitted, cid)), spec.kind, spec.parallelism, spec.tasks
         )

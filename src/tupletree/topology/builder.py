@@ -1,4 +1,17 @@
-"""TopologyBuilder and the validated, picklable Topology it creates."""
+"""TopologyBuilder and the validated, picklable Topology it creates.
+
+Planning: a component class may take part in building the topology it is set in, by
+defining ``plan_topology(specs)`` (a staticmethod taking and returning the list of
+ComponentSpecs). ``create_topology`` (and every other path through
+``validate_structure``) calls each distinct ``plan_topology`` found on the components
+once, in the order the components were set, before it validates anything. This is how
+a package above this layer rewires a topology without this layer knowing it: Storm's
+TopologyBuilder knows IStatefulBolt and adds the checkpoint spout itself, but here
+``topology/`` must not import ``state/`` (ARCHITECTURE.md), so the stateful bolt brings
+its own plan (tupletree.state.planner: the checkpoint spout, the ``$checkpoint``
+subscriptions, the wrappers). A plan must be idempotent: a Topology's specs may be
+validated again (complete_topology does), and the plan then runs again on them.
+"""
 
 from __future__ import annotations
 
@@ -214,11 +227,41 @@ class TopologyBuilder:
         return validate_structure(self._specs)
 
 
+def planned(specs: list[ComponentSpec]) -> list[ComponentSpec]:
+    """``specs`` after every distinct ``plan_topology`` of their components ran once
+    (see the module docstring); a plan that raises, or returns something else than a
+    list of ComponentSpecs, is an InvalidTopologyError naming the component."""
+    plans: list[tuple[str, Any]] = []
+    for spec in specs:
+        plan = getattr(type(spec.obj), "plan_topology", None)
+        if plan is not None and all(plan is not seen for _, seen in plans):
+            plans.append((spec.id, plan))
+    for cid, plan in plans:
+        try:
+            result = plan(list(specs))
+        except InvalidTopologyError:
+            raise
+        except Exception as exc:
+            raise InvalidTopologyError(
+                f"component {cid!r}: planning the topology raised {exc!r}", component=cid
+            ) from exc
+        if not isinstance(result, list) or not all(isinstance(s, ComponentSpec) for s in result):
+            raise InvalidTopologyError(
+                f"component {cid!r}: plan_topology must return a list of ComponentSpecs, "
+                f"got {type(result).__name__}",
+                component=cid,
+            )
+        specs = result
+    return specs
+
+
 def validate_structure(specs: list[ComponentSpec], *, allow_system: bool = False) -> Topology:
-    """Check ids, kinds, parallelism, declared streams and every subscription.
+    """Plan (``planned``), then check ids, kinds, parallelism, declared streams and every
+    subscription.
 
     ``allow_system`` lets tupletree's own wrappers (testing, DRPC) use ``__`` ids.
     """
+    specs = planned(specs)
     components: dict[str, ComponentSpec] = {}
     for spec in specs:
         cid = spec.id

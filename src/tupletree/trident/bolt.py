@@ -48,6 +48,7 @@ from tupletree.topology.components import Bolt
 from tupletree.trident.attempt import TransactionAttempt
 from tupletree.trident.operation import TridentCollector, TridentOperationContext
 from tupletree.trident.processors import Processor, fan_out
+from tupletree.trident.progress import check_states_shared
 from tupletree.trident.tuple import schema
 
 BATCH_FIELD = "__batch"
@@ -226,6 +227,11 @@ class BoltEnv:
 class TridentBolt(Bolt):
     def __init__(self, plan: BoltPlan) -> None:
         self.plan = plan
+
+    def check_config(self, conf: dict[str, Any], component_id: str) -> None:
+        """At submit: refuse a state only one host can see (SQLite, memory) when the
+        cluster's workers may run on several (``tupletree.cluster.master``)."""
+        check_states_shared(conf, component_id, self.plan.states)
 
     def declare_output_fields(self, declarer: Any) -> None:
         for stream, fields in self.plan.outputs.items():

@@ -32,7 +32,7 @@ from tupletree.config import Config
 from tupletree.topology.components import Spout
 from tupletree.trident.bolt import BATCH_STREAM, COMMIT_STREAM, METRIC, SUCCESS_STREAM
 from tupletree.trident.coordinator import BatchTable, Committed, EmitBatch, EmitCommit
-from tupletree.trident.progress import Progress, open_progress
+from tupletree.trident.progress import Progress, check_progress_store, open_progress
 
 
 class MasterBatchCoordinator(Spout):
@@ -42,6 +42,9 @@ class MasterBatchCoordinator(Spout):
         self.group = group
         self.spouts = spouts  # (tx id, adapter)
         self.progress_name = progress
+
+    def check_config(self, conf: dict[str, Any], component_id: str) -> None:
+        check_progress_store(conf, component_id)
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare_stream(BATCH_STREAM, ["tx", "metadata"])

@@ -36,8 +36,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tupletree.config import Config
+from tupletree.errors import InvalidConfigError
 from tupletree.store import Delete, Expect, Put, Store, open_store
 from tupletree.store.codec import dumps_json, loads_json
+from tupletree.store.hosts import is_one_host, require_shared
 
 COMMIT_LOG_KEPT = 10_000
 _STORE = Config.TOPOLOGY_TRIDENT_PROGRESS_STORE
@@ -46,6 +48,31 @@ _CONFIG = Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG
 
 def txid_key(txid: int) -> str:
     return f"{txid:020d}"
+
+
+def check_progress_store(conf: Mapping[str, Any], component: str) -> None:
+    """At submit: InvalidConfigError, naming the key, for a progress store the cluster's
+    workers could not share (``tupletree.cluster.master``: where it runs). The memory
+    store lives in the process that built the topology, so any cluster but LocalCluster
+    ("local") refuses it; SQLite, on one host, only clusters of one host accept."""
+    master = conf.get(Config.TUPLETREE_CLUSTER_MASTER)
+    if master is None:
+        return
+    kind = conf.get(_STORE) or "memory"
+    if kind == "memory" and master != "local":
+        raise InvalidConfigError(
+            f"Trident coordinator {component!r}: {_STORE} is unset or 'memory', whose store "
+            f"lives in the process that built the topology, and the master {master!r} runs "
+            f"workers in processes of their own, where its progress would die with the "
+            f"worker: set {_STORE} to 'sqlite' (one host), 'redis' or 'postgresql', with "
+            f"{_CONFIG}",
+            key=_STORE,
+            value=kind,
+        )
+    try:
+        require_shared(kind, master, what=f"Trident coordinator {component!r}: {_STORE}")
+    except ValueError as exc:
+        raise InvalidConfigError(str(exc), key=_STORE, value=kind) from None
 
 
 def open_progress(conf: Mapping[str, Any], default_name: str, build_pid: int) -> Store:
@@ -221,3 +248,22 @@ def encode(meta: Any, what: str) -> bytes:
             f"{what}: batch metadata must be plain JSON data (dicts with str keys, lists, "
             f"numbers, strings, None), got {type(meta).__name__} {meta!r}: {exc}"
         ) from exc
+
+
+def check_states_shared(conf: Mapping[str, Any], component: str, states: Mapping[str, Any]) -> None:
+    """At submit: InvalidConfigError for a state factory whose data only one host sees
+    (``shared_across_hosts`` False: SQLite files, memory) on a master whose workers may
+    run on several hosts (``tupletree.cluster.master``)."""
+    master = conf.get(Config.TUPLETREE_CLUSTER_MASTER)
+    if master is None or is_one_host(master):
+        return
+    for sid, factory in states.items():
+        if not getattr(factory, "shared_across_hosts", True):
+            raise InvalidConfigError(
+                f"Trident bolt {component!r}: state {sid!r} ({type(factory).__name__}) "
+                f"keeps its data where only one host sees it, and the master {master!r} "
+                f"may run the bolt's tasks on several: use a Redis or PostgreSQL state "
+                f"(RedisMapState, PostgresMapState, or their sinks)",
+                key=Config.TUPLETREE_CLUSTER_MASTER,
+                value=master,
+            )

@@ -6,7 +6,9 @@ Modules: lengths (Count, Duration), policies (eviction and trigger policies),
 manager (WindowManager: the pure window core), watermarks (WatermarkGenerator),
 sessions (SessionManager), window (TupleWindow, DetachedTuple), spec (WindowSpec and
 its checks), bolt (WindowedBolt, what users extend), executor (the Bolt the runtime
-runs). A windowed bolt is a plain Bolt to the runtime: this package imports
+runs); persistent (StatefulWindowedBolt: a windowed bolt with checkpointed state, its
+window checkpointed too with with_persistence) and stored (a persistent window's tuples
+in the store). A windowed bolt is a plain Bolt to the runtime: this package imports
 topology/, config and errors, nothing of runtime/ or the clusters.
 """
 
@@ -19,6 +21,8 @@ from tupletree.windowing.executor import (
     WindowFullError,
 )
 from tupletree.windowing.lengths import Count, Duration
+from tupletree.windowing.persistent import StatefulWindowedBolt
+from tupletree.windowing.stored import PersistentTupleWindow, UnsupportedOperationError
 from tupletree.windowing.window import DetachedTuple, TupleWindow
 
 __all__ = [
@@ -26,8 +30,11 @@ __all__ = [
     "Count",
     "DetachedTuple",
     "Duration",
+    "PersistentTupleWindow",
+    "StatefulWindowedBolt",
     "TimestampError",
     "TupleWindow",
+    "UnsupportedOperationError",
     "WindowFailedError",
     "WindowFullError",
     "WindowedBolt",

@@ -259,7 +259,8 @@ class WindowedBoltExecutor(Bolt):
         if watermarks is not None:
             watermarks.record((tup.source_component, tup.source_stream), ts)
         key = self._key
-        outcomes = manager.add(tup, ts) if key is None else manager.add(tup, ts, key(tup))
+        item = self._window_item(tup)
+        outcomes = manager.add(item, ts) if key is None else manager.add(item, ts, key(tup))
         gap = self._session_gap
         if gap is not None and ts + gap < self._due:
             self._due = ts + gap  # a new session's close, on the clock
@@ -327,26 +328,45 @@ class WindowedBoltExecutor(Bolt):
             )
         )
 
+    # -- what a persistent window (windowing/persistent.py) does differently ----------
+
+    def _window_item(self, tup: Any) -> Any:
+        """What the manager holds for an input: the tuple itself."""
+        return tup
+
+    def _expire(self, items: list[Any]) -> None:
+        """Items that left the window: acked."""
+        ack = self._out.ack
+        for tup in items:
+            ack(tup)
+
+    def _window(self, fired: Fired) -> Any:
+        return TupleWindow(
+            fired.items, fired.new, fired.expired, fired.start_ts, fired.end_ts, fired.key
+        )
+
+    def _anchors(self, fired: Fired) -> list[Any] | None:
+        """What emits in ``execute(window)`` are anchored to: the window's tuples."""
+        return fired.items
+
+    # -- applying outcomes ----------------------------------------------------------------
+
     def _apply(self, outcomes: Iterable[Any]) -> int:
         done = 0
-        ack = self._out.ack
         for outcome in outcomes:
             done += 1
             if type(outcome) is Expired:
-                for tup in outcome.items:
-                    ack(tup)
+                self._expire(outcome.items)
             else:
                 self._fire(outcome)
         return done
 
     def _fire(self, fired: Fired) -> None:
-        window = TupleWindow(
-            fired.items, fired.new, fired.expired, fired.start_ts, fired.end_ts, fired.key
-        )
+        window = self._window(fired)
         self._windows += 1
         self._last_size = len(fired.items)
         wout = self._wout
-        wout.anchors = fired.items
+        wout.anchors = self._anchors(fired)
         try:
             self.bolt.execute(window)
         except BaseException as exc:  # user code: never the worker's end

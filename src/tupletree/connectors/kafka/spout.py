@@ -26,6 +26,15 @@
 All broker I/O (consumer, commits, the dead-letter producer) happens on the spout's
 I/O thread (BrokerSpout); a reconnect starts a new consumer at the committed offsets,
 and what the old one delivered is dropped (``settles_survive_reconnect`` is False).
+
+In a stateful topology's aligned checkpoint mode (tupletree.state.aligned) the spout
+rewinds: ``position()`` is, per partition of this task, the offset after the last
+record it emitted (as ``{"<partition>": offset}``); ``rewind(position)`` drops what it
+fetched and holds and starts a new consumer there (None: at the committed offsets, as
+at a start); ``committed(position)`` commits those offsets to Kafka (on the I/O
+thread). A reconnect in that mode drops what the old consumer had fetched, so the spout
+can no longer vouch for its position: ``lost_position()`` says so, and the next
+checkpoint is refused, which rewinds every spout to the last committed one.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from tupletree.connectors.kafka.client import (
     produce_all,
 )
 from tupletree.connectors.kafka.offsets import PartitionOffsets
+from tupletree.connectors.mailbox import close_quietly
 from tupletree.connectors.spout import ACK, DEAD, RETRY, BrokerSpout, Delivery
 from tupletree.redact import redact
 
@@ -103,6 +113,16 @@ class KafkaSpout(BrokerSpout):
         # Partitions this task has started reading in its life (I/O thread only).
         self.started: set[int] = set()
         self._commit_now = False
+        # The aligned mode (module docstring). A rewind: the worker's thread sets
+        # ``_start_at`` and bumps ``_rewind_seq``; the I/O thread starts a consumer
+        # there and sets ``_rewind_done`` to that number; until then nothing is emitted.
+        self._start_at: dict[int, int] | None = None
+        self._rewind_seq = 0
+        self._rewind_serving = 0
+        self._rewind_done = 0
+        self._positions: dict[int, int] = {}
+        self._to_commit: dict[int, int] | None = None
+        self._lost = False
 
     def address(self) -> str:
         return redact(self.bootstrap_servers)
@@ -134,6 +154,62 @@ class KafkaSpout(BrokerSpout):
         self._commit_now = True
         if hasattr(self, "_kick"):
             self._kick.set()
+
+    # -- the aligned checkpoint mode (module docstring) -----------------------------------
+
+    def next_tuple(self) -> None:
+        if self._rewind_done != self._rewind_seq:
+            return  # the consumer is being moved to a rewound position
+        super().next_tuple()
+
+    def _emit(self, d: Delivery) -> None:
+        super()._emit(d)
+        p, offset = d.key
+        self._positions[p] = offset + 1
+
+    def position(self) -> dict[str, int]:
+        return {str(p): o for p, o in sorted(self._positions.items())}
+
+    def rewind(self, position: dict[str, int] | None) -> None:
+        start = None if position is None else {int(p): int(o) for p, o in position.items()}
+        self._inbound.clear()
+        self._held.clear()
+        self._retries.clear()
+        self._positions = dict(start or {})
+        self._start_at = start
+        self._lost = False
+        self._rewind_seq += 1
+        self._kick.set()
+
+    def committed(self, position: dict[str, int]) -> None:
+        self._to_commit = {int(p): int(o) for p, o in position.items()}
+        self._kick.set()
+
+    def lost_position(self) -> bool:
+        return self._lost
+
+    def _io_turn(self, session: Any) -> Any:
+        """Before each turn of the I/O thread: a rewind asked for ends the session (the
+        next starts at the position); offsets to commit for a checkpoint are committed."""
+        if session is not None and self._rewind_seq != self._rewind_done:
+            close_quietly(session)
+            session = None
+        if session is None:
+            # The next consumer starts where the worker's thread last asked (read
+            # before it connects: a rewind asked meanwhile is served by the one after).
+            self._rewind_serving = self._rewind_seq
+            return None
+        commit, self._to_commit = self._to_commit, None
+        if commit:
+            session.commit_checkpoint(commit)
+        return session
+
+    def _session_started(self, session: Any, reconnect: bool) -> None:
+        serving = self._rewind_serving
+        if serving != self._rewind_done:
+            self._rewind_done = serving  # the new consumer starts at the rewound position
+        elif reconnect and serving:
+            self._lost = True  # aligned: what the old consumer fetched is gone
 
 
 class _Session:
@@ -208,6 +284,8 @@ class _Session:
                 ours = tp.metadata == sp.run_id and bool(sp.run_id)
                 resume = tp.offset if tp.offset >= 0 else None
                 start = start_offset(sp.first_poll, resume, ours or tp.partition in sp.started)
+                if sp._start_at is not None and tp.partition in sp._start_at:
+                    start = sp._start_at[tp.partition]  # the aligned mode's rewind
                 if start < 0:  # the beginning or the end, as an offset
                     low, high = self.consumer.get_watermark_offsets(
                         TopicPartition(sp.topic, tp.partition), sp.timeout_secs, cached=False
@@ -372,6 +450,13 @@ class _Session:
         if ready:
             for p, offset in self._commit_offsets(ready).items():
                 self.offsets[p].committed(offset)
+
+    def commit_checkpoint(self, offsets: dict[int, int]) -> None:
+        """The aligned mode: a checkpoint holding everything before ``offsets`` is
+        committed; commit them (the partitions still this task's)."""
+        mine = {p: o for p, o in offsets.items() if p in self.assigned}
+        if mine:
+            self._commit_offsets(mine)
 
     def _commit_positions(self, positions: dict[int, int] | None) -> None:
         from confluent_kafka import TopicPartition

@@ -1,0 +1,223 @@
+"""The tuples of a persistent window, kept in the state store with at most a given number
+in memory (Storm's WindowState with maxEventsInMemory), and the window a persistent
+windowed bolt's ``execute`` gets.
+
+``WindowTuples`` stores each input as a copy (values, fields, source: what a
+DetachedTuple carries) under a reference, the number it was added as (0, 1, 2, ...).
+References are grouped in partitions of ``partition_size``; a partition is one store
+value (namespace ``<component>-<task index>-window-tuples``, key the partition number),
+pickled. At most ``max_partitions`` partitions are in memory (``partition_size *
+max_partitions <= in_memory``); reading a reference whose partition is not loads it,
+dropping the partition used longest ago (written first if it holds new tuples).
+
+What makes this safe with checkpoints: a partition is always written whole, from a
+copy that holds every tuple it had in the store, so a write never loses a committed
+tuple; references only grow, and after a rollback the ones past the committed state are
+used again (their tuples written again over the stale ones). The window's index (which
+references are in the window, in which order, and the window manager's policies) is the
+checkpointed part, in the bolt's window state (persistent.py); partitions are deleted
+only below the oldest reference of a *committed* index.
+
+Costs: ``add`` O(1) amortized (a partition write per ``partition_size`` tuples once the
+memory is full); reading a window of ``w`` tuples loads up to ``w / partition_size``
+partitions (a store read each). Memory: the cached partitions, at most ``in_memory``
+tuples. The index itself (three numbers per held event) stays in memory, bounded by
+``tupletree.window.max.events``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from tupletree.store import Delete, Put, Store
+from tupletree.topology.fields import Fields
+from tupletree.windowing.window import DetachedTuple
+
+# A tuple in a partition: (values, field names, component, stream, task).
+_Entry = tuple[list[Any], tuple[str, ...], str, str, int]
+
+
+def partition_size(in_memory: int) -> int:
+    """Tuples per partition: a quarter of the memory allowance, 1 to 1000."""
+    return max(1, min(1000, in_memory // 4))
+
+
+class WindowTuples:
+    """See the module docstring."""
+
+    def __init__(self, store: Store, namespace: str, in_memory: int) -> None:
+        if isinstance(in_memory, bool) or not isinstance(in_memory, int) or in_memory < 1:
+            raise ValueError(f"events in memory must be a positive integer, got {in_memory!r}")
+        self.store = store
+        self.namespace = namespace
+        self.partition_size = partition_size(in_memory)
+        self.max_partitions = max(1, in_memory // self.partition_size)
+        self.next_ref = 0
+        self.low = 0  # the lowest partition that may still be in the store
+        self._cache: OrderedDict[int, list[_Entry | None]] = OrderedDict()
+        self._dirty: set[int] = set()
+        self._fields: dict[tuple[str, ...], Fields] = {}
+        self.high_water = 0  # the most partitions held in memory at once
+
+    # -- adding and reading ---------------------------------------------------------------
+
+    def add(self, tup: Any) -> int:
+        """Keep a copy of ``tup``; its reference."""
+        ref = self.next_ref
+        self.next_ref = ref + 1
+        k, i = divmod(ref, self.partition_size)
+        part = self._partition(k, fresh=i == 0)
+        part[i] = (
+            list(tup.values),
+            tuple(tup.fields),
+            tup.source_component,
+            tup.source_stream,
+            tup.source_task,
+        )
+        self._dirty.add(k)
+        return ref
+
+    def get(self, ref: int) -> DetachedTuple:
+        k, i = divmod(ref, self.partition_size)
+        entry = self._partition(k)[i]
+        if entry is None:
+            raise KeyError(f"window tuple {ref} is not in {self.namespace!r}")
+        values, names, component, stream, task = entry
+        fields = self._fields.get(names)
+        if fields is None:
+            fields = self._fields[names] = Fields(list(names))
+        return DetachedTuple(values, fields, component, stream, task)
+
+    def iter(self, refs: list[int]) -> Iterator[DetachedTuple]:
+        """The tuples of ``refs``, loaded as they are reached."""
+        for ref in refs:
+            yield self.get(ref)
+
+    def in_memory(self) -> int:
+        """Tuples held in memory now (at most partitions x partition size)."""
+        return sum(1 for part in self._cache.values() for e in part if e is not None)
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write every partition that holds tuples the store lacks (one apply)."""
+        if self._dirty:
+            self._write({k: self._cache[k] for k in sorted(self._dirty)})
+            self._dirty.clear()
+
+    def forget_below(self, ref: int) -> None:
+        """Delete the partitions holding only references below ``ref`` (the oldest one a
+        committed index still holds)."""
+        top = ref // self.partition_size
+        if top > self.low:
+            self.store.apply([Delete(self.namespace, str(k)) for k in range(self.low, top)])
+            for k in range(self.low, top):
+                self._cache.pop(k, None)
+                self._dirty.discard(k)
+            self.low = top
+
+    def reset(self, next_ref: int, low: int) -> None:
+        """Back to a committed state: references from ``next_ref`` on are free again."""
+        self._cache.clear()
+        self._dirty.clear()
+        self.next_ref = next_ref
+        self.low = low
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _partition(self, k: int, fresh: bool = False) -> list[_Entry | None]:
+        cache = self._cache
+        part = cache.get(k)
+        if part is not None:
+            cache.move_to_end(k)
+            return part
+        if fresh:
+            part = [None] * self.partition_size
+        else:
+            (data,) = self.store.get(self.namespace, [str(k)])
+            part = [None] * self.partition_size if data is None else pickle.loads(data)
+        while len(cache) >= self.max_partitions:
+            old, old_part = cache.popitem(last=False)
+            if old in self._dirty:
+                self._write({old: old_part})
+                self._dirty.discard(old)
+        cache[k] = part
+        self.high_water = max(self.high_water, len(cache))
+        return part
+
+    def _write(self, parts: dict[int, list[_Entry | None]]) -> None:
+        try:
+            writes = [
+                Put(self.namespace, str(k), pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+                for k, part in parts.items()
+            ]
+        except Exception as exc:
+            raise ValueError(
+                f"window tuples in {self.namespace!r} cannot be saved: a value does not "
+                f"pickle ({exc})"
+            ) from exc
+        self.store.apply(writes)
+
+
+class UnsupportedOperationError(NotImplementedError):
+    """What a persistent window does not offer (Storm's UnsupportedOperationException)."""
+
+
+class PersistentTupleWindow:
+    """What a persistent windowed bolt's ``execute`` gets: ``iter()`` (the window's
+    tuples as DetachedTuples, loaded from the store as reached: the bounded way),
+    ``get()`` (all of them in a list: the whole window in memory), ``len``, the
+    timestamps and the key. ``get_new()`` and ``get_expired()`` are not kept for a
+    persistent window (as in Storm) and raise UnsupportedOperationError."""
+
+    __slots__ = ("_end", "_key", "_refs", "_start", "_tuples")
+
+    def __init__(
+        self,
+        refs: list[int],
+        tuples: WindowTuples,
+        start_ts: int | None,
+        end_ts: int | None,
+        key: Any = None,
+    ) -> None:
+        self._refs = refs
+        self._tuples = tuples
+        self._start = start_ts
+        self._end = end_ts
+        self._key = key
+
+    def iter(self) -> Iterator[DetachedTuple]:
+        return self._tuples.iter(self._refs)
+
+    def get(self) -> list[DetachedTuple]:
+        return list(self.iter())
+
+    def get_new(self) -> list[Any]:
+        raise UnsupportedOperationError(
+            "a persistent window does not keep its new tuples apart: use iter()"
+        )
+
+    def get_expired(self) -> list[Any]:
+        raise UnsupportedOperationError(
+            "a persistent window does not keep its expired tuples: use iter()"
+        )
+
+    def get_start_timestamp(self) -> int | None:
+        return self._start
+
+    def get_end_timestamp(self) -> int | None:
+        return self._end
+
+    def get_key(self) -> Any:
+        return self._key
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __repr__(self) -> str:
+        return (
+            f"PersistentTupleWindow({len(self._refs)} tuples, start={self._start}, end={self._end})"
+        )
