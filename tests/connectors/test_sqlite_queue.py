@@ -129,7 +129,10 @@ class _Emits:
 def _opened(path: str, task_index: int) -> tuple[SQLiteQueueSpout, _Emits]:
     spout = SQLiteQueueSpout(path, batch=1, visibility_timeout_secs=60)
     context = types.SimpleNamespace(
-        topology_name="q", component_id="queue", this_task_index=task_index
+        topology_name="q",
+        component_id="queue",
+        this_task_index=task_index,
+        this_component_tasks=lambda: [1, 2],  # two spout tasks, as the test has
     )
     collector = _Emits()
     spout.open({}, context, collector)
