@@ -86,6 +86,7 @@ def run_worker(
         "rounds_s": rounds_s,
         "rounds_cpu_s": rounds_cpu_s,
         "frames_sent": transport.frames_sent,
+        "items_sent": getattr(transport, "items_sent", 0),  # 0 before it was counted
     }
     transport.close()
 
@@ -126,9 +127,9 @@ def _heard(worker: Worker) -> int:
 def run(total: int, workers: int = 2, corpus: str = "benchmark") -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
     ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
-    "rounds_cpu_s", "frames_sent"}]}``. ``cpu_s`` is the worker process's (user + system,
-    ZeroMQ's I/O thread included); ``rounds_s`` and ``rounds_cpu_s`` are what ``_loop``
-    returns."""
+    "rounds_cpu_s", "frames_sent", "items_sent"}]}``. ``cpu_s`` is the worker
+    process's (user + system, ZeroMQ's I/O thread included); ``rounds_s`` and
+    ``rounds_cpu_s`` are what ``_loop`` returns."""
     total -= total % workers  # each spout task emits total // workers
     ctx = mp.get_context("fork")
     with ctx.Manager() as manager:

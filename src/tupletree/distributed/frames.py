@@ -163,6 +163,7 @@ def encode(
     last_root: Any = None
     root_count = 0
     n_tuples = 0
+    arity = 0
     for task, items in lists.items():
         n = len(items)
         if n == 0:
@@ -186,6 +187,7 @@ def encode(
                         table.append((src.component, src.stream, src.task, tuple(src.fields)))
                         arities.append(len(src.fields))
                     last_src = src
+                    arity = arities[i]
                     item_code = i
                 else:
                     item_code = code
@@ -205,42 +207,39 @@ def encode(
                     root_count = 1
                 edges.append(tup._edge)
                 vals = tup.values
-                arity = arities[item_code]
                 if len(vals) != arity:
                     raise ValueError(
                         f"tuple from {src.component!r} on stream {src.stream!r} has "
                         f"{len(vals)} value(s) for {arity} field(s)"
                     )
                 for v in vals:
-                    t = type(v)
-                    if t is not str:
+                    if type(v) is not str:
                         text = False
-                        if plain and not (
-                            t is int or t is float or t is bool or v is None or t is bytes
-                        ):
+                        if plain and not _plain(v):
                             plain = False
                     values.append(v)
-            elif message_columns and type(item) is tuple and len(item) in MESSAGE_WIDTHS:
-                width = len(item)
+            elif message_columns and _message_width(item):
+                msg: tuple[Any, ...] = item
+                width = len(msg)
                 last_src = None
                 if (
                     width == 4
-                    and item[0] == ACK
-                    and item[3] == 0
-                    and type(item[0]) is int
-                    and type(item[1]) is int
-                    and type(item[2]) is int
+                    and msg[0] == ACK
+                    and msg[3] == 0
+                    and type(msg[0]) is int
+                    and type(msg[1]) is int
+                    and type(msg[2]) is int
                 ):
-                    at = acked_at.get(item[1], -1)
+                    at = acked_at.get(msg[1], -1)
                     if at >= 0:
-                        messages[at] ^= item[2]
+                        messages[at] ^= msg[2]
                         continue  # combined into the earlier ACK: no item of its own
-                    acked_at[item[1]] = len(messages) + 1
-                    messages.append(item[1])
-                    messages.append(item[2])
+                    acked_at[msg[1]] = len(messages) + 1
+                    messages.append(msg[1])
+                    messages.append(msg[2])
                     item_code = ACK_RUN
                 else:
-                    messages.extend(item)
+                    messages.extend(msg)
                     item_code = -1 - width
             else:
                 others.append(item)
@@ -283,7 +282,7 @@ def encode(
             table,
             runs,
             array(ID_TYPECODE, run_roots).tobytes(),
-            array("B", run_counts).tobytes(),
+            bytes(run_counts),
             array(ID_TYPECODE, edges).tobytes(),
             kind,
             column,
@@ -330,9 +329,7 @@ def decode(
         sources.append(src)
         arities.append(len(key[3]))
     run_roots = _ints(frame[2])
-    counts = array("B")
-    counts.frombytes(frame[3])
-    run_counts: list[int] = counts.tolist()
+    run_counts: bytes = frame[3]
     edges = _ints(frame[4])
     messages = _ints(frame[8])
     has_multi = len(multi) > 0
@@ -401,6 +398,18 @@ def decode(
             put(batch)
             t = stop
     return delivered
+
+
+def _message_width(item: Any) -> bool:
+    """True for a tuple as wide as a runtime message (whether it holds one is checked
+    when the column is made)."""
+    return type(item) is tuple and (len(item) == 4 or len(item) == 2)
+
+
+def _plain(v: Any) -> bool:
+    """True for a value marshal rebuilds as it was (its exact type, not a subclass)."""
+    t = type(v)
+    return t is int or t is float or t is bool or v is None or t is bytes or t is str
 
 
 def _ints(data: bytes) -> list[Any]:

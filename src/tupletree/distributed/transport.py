@@ -123,6 +123,7 @@ class Transport:
         self._deliver: dict[int, Callable[[Any], None]] = {}
         self._deliver_to: dict[int, Any] | None = None
         self.frames_unreadable = 0
+        self.items_sent = 0  # items handed to flush (acks later combined included)
         self.sent_to: dict[str, int] = {}  # peer address -> frames it took
         self.received_from: dict[str, int] = {}  # sender address -> frames read
         self.frame_items = FRAME_ITEMS
@@ -204,7 +205,9 @@ class Transport:
         for worker, buffer in self._buffers.items():
             if not len(buffer):
                 continue
-            frames = self._serialize(buffer.take())
+            taken = buffer.take()
+            self.items_sent += sum([len(items) for items in taken.values()])
+            frames = self._serialize(taken)
             if frames:
                 self._stalled.setdefault(worker, []).extend(frames)
         for worker, frames in self._stalled.items():
