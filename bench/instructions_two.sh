@@ -14,12 +14,16 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
 corpus="${1:-benchmark}"
-# Ir of each worker process, in fork order (the workers are the last $2 processes).
+# Ir of each worker process, in worker order: two_workers.py prints each worker's pid
+# (pids can wrap around within a run, so their order cannot tell the workers apart).
 ir() {
-  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" 2>&1 \
-    | sed -n 's/^==\([0-9]*\)== Collected : \(.*\)/\1 \2/p' | tr -d , | sort -n \
-    | tail -n "$2" | awk '{print $2}'
+  local out
+  out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
+    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" 2>&1)
+  for pid in $(echo "$out" | sed -n 's/.*two_workers: worker \([0-9]*\) pid \([0-9]*\).*/\1 \2/p' \
+      | sort -n | awk '{print $2}'); do
+    echo "$out" | sed -n "s/^==$pid== Collected : \(.*\)/\1/p" | tr -d ,
+  done
 }
 per_worker() {  # $1 workers -> marginal instructions per sentence of each worker
   local a b

@@ -54,6 +54,9 @@ def conf(workers: int) -> dict:
 def run_worker(
     index: int, workers: int, total: int, shared: Any, ready: Any, done: Any, corpus: str
 ) -> None:
+    # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
+    # can wrap around between the processes of one run, so their order says nothing).
+    print(f"two_workers: worker {index} pid {os.getpid()}", file=sys.stderr, flush=True)
     topology = spark_bench.topology(total // workers, workers, corpus=corpus)
     full_conf = conf(workers)
     placement = assign(make_layout(topology, full_conf), workers)
