@@ -8,16 +8,22 @@
 # The busiest worker bounds the rate: two workers can run at most
 # (one worker's count) / (the busiest worker's count) times as fast as one, less
 # whatever two busy cores cost each other on this machine (bench/scaling.py).
-# Usage: bash bench/instructions_two.sh   (about five minutes; needs valgrind)
+# Usage: bash bench/instructions_two.sh [corpus]   (about five minutes; needs valgrind)
+#   corpus: benchmark (default; its count words split 63/37) or zipf (balanced, 50/50)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
-# Ir of each worker process, in fork order (the workers are the last $2 processes).
+corpus="${1:-benchmark}"
+# Ir of each worker process, in worker order: two_workers.py prints each worker's pid
+# (pids can wrap around within a run, so their order cannot tell the workers apart).
 ir() {
-  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    "$python" "$here/two_workers.py" "$1" "$2" 2>&1 \
-    | sed -n 's/^==\([0-9]*\)== Collected : \(.*\)/\1 \2/p' | tr -d , | sort -n \
-    | tail -n "$2" | awk '{print $2}'
+  local out
+  out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
+    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" 2>&1)
+  for pid in $(echo "$out" | sed -n 's/.*two_workers: worker \([0-9]*\) pid \([0-9]*\).*/\1 \2/p' \
+      | sort -n | awk '{print $2}'); do
+    echo "$out" | sed -n "s/^==$pid== Collected : \(.*\)/\1/p" | tr -d ,
+  done
 }
 per_worker() {  # $1 workers -> marginal instructions per sentence of each worker
   local a b
@@ -28,7 +34,8 @@ per_worker() {  # $1 workers -> marginal instructions per sentence of each worke
 mapfile -t one < <(per_worker 1)
 mapfile -t two < <(per_worker 2)
 busiest=$(( two[0] > two[1] ? two[0] : two[1] ))
+echo "corpus: $corpus"
 echo "instructions per sentence, 1 worker: ${one[0]}"
 echo "instructions per sentence, 2 workers: ${two[0]} + ${two[1]} = $(( two[0] + two[1] ))"
 awk -v one="${one[0]}" -v b="$busiest" \
-  'BEGIN {printf "bound on 2 workers / 1 worker: %.2fx (one worker / the busiest)\n", one / b}'
+  'BEGIN {printf "busiest / one worker: %.0f%%; bound on 2 workers / 1 worker: %.2fx\n", 100 * b / one, one / b}'

@@ -1,23 +1,33 @@
-"""What two cores can give this word count, and what two workers get of it.
+"""How the word count scales over workers: measured on this machine's two cores, and
+modelled for more from per-item costs measured in the same run.
 
-    python bench/scaling.py [--sentences N] [--reps R]
+    python bench/scaling.py [--sentences N] [--reps R] [--frames F]
 
-Alternates, R times (same minutes, since this VM's speed drifts by tens of percent):
+Alternates, R times (same minutes, since this VM's speed drifts by tens of percent),
+each run bench/two_workers.py's loop (forked worker processes, no Spark):
 
-- **alone**: the word count in one worker process (bench/two_workers.py with 1 worker);
-- **at once**: two such runs at the same time, independent: nothing crosses between
-  them, so their combined rate over the rate alone is the most two processes can get
-  on this machine (shared caches, memory bandwidth, the host's scheduling);
-- **two workers**: the word count over two worker processes (two_workers.py).
+- one worker and two workers on the benchmark's data (27 words; the count work splits
+  63/37 over two count tasks);
+- one worker and two workers on balanced data (10,000 words with Zipf's frequencies,
+  split 50/50: bench/wordcount.py);
+- two independent one-worker runs at once (balanced data): what two busy cores cost
+  each other here (contention), which no design removes.
 
-Prints medians: sentences/s, CPU per sentence (user + system, all workers), and
+Then, in the same process, bench/crossing.py's loop (F frames): the wall-clock cost of
+one item that crosses workers, send and receive sides.
 
-- machine ceiling = combined rate at once / rate alone;
-- contention = CPU per sentence at once / alone (what a busy neighbour costs a core);
-- 2 workers / alone, the scaling the SparkCluster issue asks 1.5x of;
-- cross-worker CPU = two workers' CPU per sentence / a run's at once (alone x
-  contention): what moving tuples between workers costs beyond the machine's own
-  contention (bench/instructions_two.sh counts the same in instructions).
+The model (notes/performance.md, "Scaling model"): with W workers on W cores and
+balanced data, a sentence costs the one-worker CPU time L plus X(W) crossing items at
+c each, spread over W cores that each run 1/k as fast as one alone (k: contention):
+
+    X(W) = f + 10 f + f + (W - 1) (1 - (1 - 1/W)^10),   f = (W - 1) / W
+           (the sentence, its 10 words, the split's ack, one ack per count task on
+            another worker than the tree's acker: shuffle and fields grouping place
+            each uniformly)
+    speedup(W) = W L / (L + X(W) c) / k
+
+Prints medians; the model's figure for 2 workers next to the measured one shows how
+far to trust it.
 """
 
 from __future__ import annotations
@@ -32,22 +42,45 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench import two_workers
+from bench import crossing, two_workers
+from tupletree.compiled import describe
+
+WORDS_PER_SENTENCE = 10
 
 
-def _cpu_per_sentence_us(result: dict[str, Any], sentences: int) -> float:
+def crossing_items(workers: int) -> float:
+    """Items that cross workers per sentence, placement uniform (the model's X(W))."""
+    f = (workers - 1) / workers
+    count_acks = (workers - 1) * (1 - (1 - 1 / workers) ** WORDS_PER_SENTENCE)
+    return f + WORDS_PER_SENTENCE * f + f + count_acks
+
+
+def speedup(workers: int, one_us: float, item_us: float, contention: float) -> float:
+    """The model: W workers' rate over one worker's, on W cores, balanced data."""
+    return workers * one_us / (one_us + crossing_items(workers) * item_us) / contention
+
+
+def _cpu_us(result: dict[str, Any], sentences: int) -> float:
     return sum(w["cpu_s"] for w in result["workers"]) / sentences * 1e6
 
 
-def _run_into(queue: Any, sentences: int) -> None:
-    queue.put(two_workers.run(sentences, 1))
+def _busiest_us(result: dict[str, Any], sentences: int) -> float:
+    return max(w["cpu_s"] for w in result["workers"]) / sentences * 1e6
 
 
-def at_once(sentences: int) -> list[dict[str, Any]]:
+def _items_per_sentence(result: dict[str, Any], sentences: int) -> float:
+    return sum(w.get("items_sent", 0) for w in result["workers"]) / sentences
+
+
+def _run_into(queue: Any, sentences: int, corpus: str) -> None:
+    queue.put(two_workers.run(sentences, 1, corpus))
+
+
+def at_once(sentences: int, corpus: str) -> list[dict[str, Any]]:
     """Two independent one-worker runs started together."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_run_into, args=(queue, sentences)) for _ in range(2)]
+    procs = [ctx.Process(target=_run_into, args=(queue, sentences, corpus)) for _ in range(2)]
     for p in procs:
         p.start()
     results: list[dict[str, Any]] = []
@@ -65,53 +98,102 @@ def at_once(sentences: int) -> list[dict[str, Any]]:
     return results
 
 
+def _crossing_into(queue: Any, frames: int) -> None:
+    queue.put(crossing.measure(frames))
+
+
+def crossing_cost(frames: int) -> dict[str, float]:
+    """bench/crossing.py's figures, measured in a fresh process (its own ZeroMQ context)."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_crossing_into, args=(queue, frames))
+    p.start()
+    result = queue.get(timeout=600)
+    p.join()
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sentences", type=int, default=300_000)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--frames", type=int, default=2000)
     args = parser.parse_args()
     n = args.sentences
+    print(f"{describe()}; {n:,} sentences a run, {args.reps} reps alternated", flush=True)
     rows = []
     for rep in range(1, args.reps + 1):
-        alone = two_workers.run(n, 1)
-        both = at_once(n)
-        two = two_workers.run(n, 2)
+        one_b = two_workers.run(n, 1, "benchmark")
+        two_b = two_workers.run(n, 2, "benchmark")
+        one_z = two_workers.run(n, 1, "zipf")
+        two_z = two_workers.run(n, 2, "zipf")
+        both = at_once(n, "zipf")
+        cross = crossing_cost(args.frames)
         row = {
-            "alone": alone["sentences_per_s"],
-            "at_once": [r["sentences_per_s"] for r in both],
-            "two": two["sentences_per_s"],
-            "cpu_alone": _cpu_per_sentence_us(alone, n),
-            "cpu_at_once": statistics.mean(_cpu_per_sentence_us(r, n) for r in both),
-            "cpu_two": _cpu_per_sentence_us(two, n),
-            "busy_two": [w["cpu_s"] / w["wall_s"] for w in two["workers"]],
+            "one_b": one_b["sentences_per_s"],
+            "two_b": two_b["sentences_per_s"],
+            "one_z": one_z["sentences_per_s"],
+            "two_z": two_z["sentences_per_s"],
+            "cpu_one_z": _cpu_us(one_z, n),
+            "cpu_two_z": _cpu_us(two_z, n),
+            "busiest_b": _busiest_us(two_b, n) / _cpu_us(one_b, n),
+            "busiest_z": _busiest_us(two_z, n) / _cpu_us(one_z, n),
+            "contention": statistics.mean(_cpu_us(r, n) for r in both) / _cpu_us(one_z, n),
+            "items_z": _items_per_sentence(two_z, n),
+            "item_us": cross["cpu_us"],
+            "send_us": cross["send_us"],
+            "receive_us": cross["receive_us"],
         }
         rows.append(row)
         print(
-            f"rep {rep}: alone {row['alone']:,.0f}/s ({row['cpu_alone']:.1f} us CPU); "
-            f"at once {row['at_once'][0]:,.0f} + {row['at_once'][1]:,.0f}/s "
-            f"({row['cpu_at_once']:.1f} us each); two workers {row['two']:,.0f}/s "
-            f"({row['cpu_two']:.1f} us, workers busy "
-            f"{' / '.join(f'{b:.0%}' for b in row['busy_two'])})",
+            f"rep {rep}: benchmark data 1 worker {row['one_b']:,.0f}/s, 2 workers "
+            f"{row['two_b']:,.0f}/s ({row['two_b'] / row['one_b']:.2f}x); balanced 1 worker "
+            f"{row['one_z']:,.0f}/s, 2 workers {row['two_z']:,.0f}/s "
+            f"({row['two_z'] / row['one_z']:.2f}x); contention {row['contention']:.2f}; "
+            f"crossing {row['item_us']:.2f} us CPU per item",
             flush=True,
         )
 
-    def med(f: Any) -> float:
-        return statistics.median(f(r) for r in rows)
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in rows)
 
-    ceiling = med(lambda r: sum(r["at_once"]) / r["alone"])
-    contention = med(lambda r: r["cpu_at_once"] / r["cpu_alone"])
-    scaling = med(lambda r: r["two"] / r["alone"])
-    cross = med(lambda r: r["cpu_two"] / r["cpu_at_once"])
+    def med_ratio(a: str, b: str) -> float:
+        return statistics.median(r[a] / r[b] for r in rows)
+
+    one_us, item_us, k = med("cpu_one_z"), med("item_us"), med("contention")
+    print(f"\nmedians of {len(rows)} reps, {n:,} sentences a run:")
     print(
-        f"\nmedians of {len(rows)} reps, {n:,} sentences each:\n"
-        f"  alone {med(lambda r: r['alone']):,.0f} sentences/s, "
-        f"{med(lambda r: r['cpu_alone']):.1f} us CPU per sentence\n"
-        f"  machine ceiling (two at once / alone): {ceiling:.2f}x; "
-        f"contention (CPU at once / alone): {contention:.2f}x\n"
-        f"  two workers / alone: {scaling:.2f}x; "
-        f"CPU per sentence {med(lambda r: r['cpu_two']):.1f} us over both workers, "
-        f"{cross:.2f}x a run's at once (alone x contention)"
+        f"  benchmark data: 1 worker {med('one_b'):,.0f} sentences/s, 2 workers "
+        f"{med('two_b'):,.0f} ({med_ratio('two_b', 'one_b'):.2f}x); busiest worker's CPU "
+        f"per sentence {med('busiest_b'):.0%} of one worker's"
     )
+    print(
+        f"  balanced data:  1 worker {med('one_z'):,.0f} sentences/s, 2 workers "
+        f"{med('two_z'):,.0f} ({med_ratio('two_z', 'one_z'):.2f}x); busiest worker's CPU "
+        f"per sentence {med('busiest_z'):.0%} of one worker's"
+    )
+    print(
+        f"  measured costs: one worker L = {one_us:.2f} us CPU per sentence (balanced); a "
+        f"crossing item c = {item_us:.2f} us CPU (bench/crossing.py: both sides and "
+        f"ZeroMQ's I/O thread; wall clock {med('send_us'):.2f} us to send, "
+        f"{med('receive_us'):.2f} to receive); contention k = {k:.2f} (two busy cores); "
+        f"items crossing per sentence at 2 workers {med('items_z'):.2f} counted, "
+        f"{crossing_items(2):.2f} modelled"
+    )
+    measured_cpu = med("cpu_two_z") / k
+    implied = (measured_cpu - one_us) / crossing_items(2)
+    print(
+        f"  check: the model says 2 workers {speedup(2, one_us, item_us, k):.2f}x, measured "
+        f"{med_ratio('two_z', 'one_z'):.2f}x (the 2-worker run spends {implied:.2f} us per "
+        "crossing item, contention aside)"
+    )
+    print("  model, balanced data, W workers on W cores (speedup over one worker):")
+    for w in (2, 4, 8, 16):
+        s = speedup(w, one_us, item_us, k)
+        print(
+            f"    W={w:>2}: X(W) = {crossing_items(w):5.2f} items per sentence, "
+            f"{s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s"
+        )
 
 
 if __name__ == "__main__":

@@ -16,11 +16,15 @@ from tupletree import Config, TopologyBuilder
 PAIRS = 3
 
 
-def topology(total_per_spout: int, workers: int, rate: float | None = None) -> Any:
+def topology(
+    total_per_spout: int, workers: int, rate: float | None = None, corpus: str = "benchmark"
+) -> Any:
     b = TopologyBuilder()
     per_task_rate = None if rate is None else rate / workers
     b.set_spout(
-        "sentences", wordcount.SentenceSpout(total_per_spout, per_task_rate), parallelism=workers
+        "sentences",
+        wordcount.SentenceSpout(total_per_spout, per_task_rate, corpus),
+        parallelism=workers,
     )
     b.set_bolt("split", wordcount.Split(), parallelism=workers).shuffle_grouping("sentences")
     b.set_bolt("count", wordcount.Count(), parallelism=workers).fields_grouping("split", ["word"])

@@ -2,10 +2,12 @@
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
 ``Transport`` to the other, driven by ``Worker.step`` as distributed/worker_main.py drives it.
 
-    python bench/two_workers.py [sentences] [workers]
+    python bench/two_workers.py [sentences] [workers] [corpus]
 
 With ``workers`` 1 (default 2) it runs the same loop in one process with every task:
-the one-worker figure to compare with, measured the same way.
+the one-worker figure to compare with, measured the same way. ``corpus``: "benchmark"
+(default: 27 words, whose count work splits 63/37 over two count tasks) or "zipf"
+(10,000 words with Zipf's frequencies, split 50/50; bench/wordcount.py).
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
 --trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
@@ -49,8 +51,13 @@ def conf(workers: int) -> dict:
     )
 
 
-def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, done: Any) -> None:
-    topology = spark_bench.topology(total // workers, workers)
+def run_worker(
+    index: int, workers: int, total: int, shared: Any, ready: Any, done: Any, corpus: str
+) -> None:
+    # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
+    # can wrap around between the processes of one run, so their order says nothing).
+    print(f"two_workers: worker {index} pid {os.getpid()}", file=sys.stderr, flush=True)
+    topology = spark_bench.topology(total // workers, workers, corpus=corpus)
     full_conf = conf(workers)
     placement = assign(make_layout(topology, full_conf), workers)
     transport = Transport(zmq.Context.instance(), "127.0.0.1", KEY, lambda item, exc: None)
@@ -82,6 +89,7 @@ def run_worker(index: int, workers: int, total: int, shared: Any, ready: Any, do
         "rounds_s": rounds_s,
         "rounds_cpu_s": rounds_cpu_s,
         "frames_sent": transport.frames_sent,
+        "items_sent": getattr(transport, "items_sent", 0),  # 0 before it was counted
     }
     transport.close()
 
@@ -119,12 +127,12 @@ def _heard(worker: Worker) -> int:
     return sum(ex.metrics.acked + ex.metrics.failed for ex in worker.spouts)
 
 
-def run(total: int, workers: int = 2) -> dict[str, Any]:
+def run(total: int, workers: int = 2, corpus: str = "benchmark") -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
     ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
-    "rounds_cpu_s", "frames_sent"}]}``. ``cpu_s`` is the worker process's (user + system,
-    ZeroMQ's I/O thread included); ``rounds_s`` and ``rounds_cpu_s`` are what ``_loop``
-    returns."""
+    "rounds_cpu_s", "frames_sent", "items_sent"}]}``. ``cpu_s`` is the worker
+    process's (user + system, ZeroMQ's I/O thread included); ``rounds_s`` and
+    ``rounds_cpu_s`` are what ``_loop`` returns."""
     total -= total % workers  # each spout task emits total // workers
     ctx = mp.get_context("fork")
     with ctx.Manager() as manager:
@@ -132,7 +140,7 @@ def run(total: int, workers: int = 2) -> dict[str, Any]:
         ready = ctx.Barrier(workers + 1)
         done = ctx.Value("i", 0)
         procs = [
-            ctx.Process(target=run_worker, args=(i, workers, total, shared, ready, done))
+            ctx.Process(target=run_worker, args=(i, workers, total, shared, ready, done, corpus))
             for i in range(workers)
         ]
         for p in procs:
@@ -157,7 +165,8 @@ def run(total: int, workers: int = 2) -> dict[str, Any]:
 def main() -> None:
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    result = run(total, workers)
+    corpus = sys.argv[3] if len(sys.argv) > 3 else "benchmark"
+    result = run(total, workers, corpus)
     for i, w in enumerate(result["workers"]):
         rounds = w["rounds_s"] / w["wall_s"]
         on_core = w["rounds_cpu_s"] / w["rounds_s"] if w["rounds_s"] else 0.0
@@ -167,7 +176,10 @@ def main() -> None:
             f"({w['cpu_s'] / w['wall_s']:.0%}); in working rounds {rounds:.0%} of its wall "
             f"time, main thread on a core {on_core:.0%} of that"
         )
-    print(f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, no Spark)")
+    print(
+        f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, {corpus} corpus, "
+        "no Spark)"
+    )
 
 
 if __name__ == "__main__":

@@ -44,18 +44,61 @@ def sentences(n: int = 64) -> list[str]:
     return [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(10)) for i in range(n)]
 
 
+# The balanced corpus: many words, with Zipf's law's frequencies (rank r drawn with
+# weight 1 / r), as natural text has them. With many words, fields grouping could split
+# the count work evenly, but the few most frequent words weigh most: which task each of
+# them hashes to decides the split. The names are chosen so that it is even over two
+# count tasks: 49.7% / 50.3% of the words (names from the 12th on; from the first, the
+# split is 65/35, as skewed as the benchmark's own 27 words, 63/37).
+ZIPF_VOCABULARY = 10_000
+ZIPF_NAME_OFFSET = 12
+ZIPF_SENTENCES = 4096  # a power of two: the spout picks one with a mask
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def zipf_word(rank: int) -> str:
+    """A made-up word for a rank, two to four syllables (distinct for every rank)."""
+    n = len(_SYLLABLES)
+    out = _SYLLABLES[rank % n] + _SYLLABLES[(rank // n) % n]
+    rank //= n * n
+    while rank:
+        out += _SYLLABLES[rank % n]
+        rank //= n
+    return out
+
+
+def zipf_sentences(n: int = ZIPF_SENTENCES, seed: int = 1) -> list[str]:
+    """``n`` 10-word sentences of Zipf-distributed words (deterministic)."""
+    import random
+
+    rng = random.Random(seed)
+    ranks = range(1, ZIPF_VOCABULARY + 1)
+    weights = [1.0 / r for r in ranks]
+    words = rng.choices(ranks, weights, k=10 * n)
+    return [
+        " ".join(zipf_word(r + ZIPF_NAME_OFFSET) for r in words[i * 10 : i * 10 + 10])
+        for i in range(n)
+    ]
+
+
+CORPORA = {"benchmark": sentences, "zipf": zipf_sentences}
+
+
 class SentenceSpout(Spout):
-    """Emits ``total`` tracked sentences; with ``rate`` set, at most that many per second."""
+    """Emits ``total`` tracked sentences; with ``rate`` set, at most that many per second.
+    ``corpus``: "benchmark" (64 sentences of 27 words) or "zipf" (CORPORA)."""
 
     outputs = ["sentence"]
 
-    def __init__(self, total: int, rate: float | None = None) -> None:
+    def __init__(self, total: int, rate: float | None = None, corpus: str = "benchmark") -> None:
         self.total = total
         self.rate = rate
+        self.corpus = corpus
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.emit = collector.emit
-        self.sentences = sentences()
+        self.sentences = CORPORA[self.corpus]()
+        self.mask = len(self.sentences) - 1  # the corpora hold a power of two
         self.n = 0
         self.start: float | None = None
 
@@ -70,7 +113,7 @@ class SentenceSpout(Spout):
             if n >= (now - self.start) * self.rate:
                 return
         self.n = n + 1
-        self.emit([self.sentences[n & 63]], n)
+        self.emit([self.sentences[n & self.mask]], n)
 
     def fail(self, msg_id: Any) -> None:
         raise RuntimeError(f"benchmark sentence {msg_id} failed")

@@ -3,7 +3,6 @@ process)."""
 
 from __future__ import annotations
 
-import hmac
 import os
 import pickle
 import threading
@@ -14,7 +13,7 @@ import zmq
 
 from tests.spark.workerfns import NotRebuildable
 from tupletree.distributed.control import data_key, new_secret
-from tupletree.distributed.transport import Transport
+from tupletree.distributed.transport import Transport, frame_mac
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
 
@@ -276,8 +275,8 @@ def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
     for frame in (
         evil,
         stranger + evil,
-        hmac.digest(wrong_key, stranger + evil, "sha256") + stranger + evil,
-        hmac.digest(wrong_key, header + evil, "sha256") + header + evil,
+        frame_mac(wrong_key, stranger + evil) + stranger + evil,
+        frame_mac(wrong_key, header + evil) + header + evil,
     ):
         attacker.send(frame)
     src = TupleSource("spout", "default", 1, Fields(["v"]))

@@ -2,66 +2,95 @@
 
 A remote task's inbox is a plain list held by its peer's ``PeerBuffer``: an emit to a
 task on another worker is one ``list.append``, as cheap as a local delivery. At each
-flush the buffer becomes one frame, pickled once.
+flush the buffer becomes one frame: ``encode`` turns it into bytes, ``decode`` turns
+those bytes back into items in the local inboxes. The transport signs the bytes and
+checks them before ``decode`` reads anything (distributed/transport.py).
 
-Decisions:
+Decisions, each measured with callgrind (``bash bench/instructions_transport.sh``,
+``bash bench/instructions_two.sh``; the figures are in notes/performance.md):
 
 - A frame is columnar, not a list of per-item records. Per target task it holds runs of
   items of one kind, in the order they were appended: tuples from one source (a table
   of sources is sent once per frame), runtime messages (acker messages and replies to
-  spouts: tuples of ids and small ints), or anything else (pickled as it is). The
-  order of items bound for one task is kept; items bound for different tasks may cross
-  in another order, as Storm promises order only per pair of tasks (the acker accepts
-  an ack before its init; nothing else orders across tasks).
-- Integers travel as ``array`` bytes (8 bytes each, native byte order), which pickle
-  and unpickle as one blob instead of one object per number: the roots and edges of
-  tuples, and the runtime messages flattened into one column. Tuples in several trees
-  (rare) carry their ``{root: edge}`` dict in a side table keyed by position.
-- Values are one flat list for the whole frame: a tuple's values are as many as its
-  source declares fields (every emit checks it), so the receiver slices them back.
-  Pickle then writes one list instead of a list per tuple, and loads one: loading was
-  the costliest step of a frame, most of it filling a list per tuple.
+  spouts: tuples of ids and small ints), or anything else. The order of items bound
+  for one task is kept; items bound for different tasks may cross in another order, as
+  Storm promises order only per pair of tasks (the acker accepts an ack before its
+  init; nothing else orders across tasks).
+- Integers travel as ``array`` bytes (8 bytes each, native byte order): the edges of
+  tuples, and the runtime messages flattened into one column. Roots are run-length
+  coded, ``(root, count)``: the tuples of one tree arrive in a row (a bolt's emits for
+  one input), and the receiver then gives the whole run one ``int`` object, so the
+  bolt that acks them finds the same object in a row (BoltExecutor.run_batch's
+  identity check). Tuples in several trees (rare) carry their ``{root: edge}`` dict in
+  a side table keyed by position.
+- Values are one flat column for the whole frame (a tuple's values are as many as its
+  source declares fields, which every emit checks, so the receiver slices them back),
+  written by the cheapest of three codings that keeps every value exactly as it was:
+  ``TEXT``: all are ``str`` (exactly, no subclass) without a NUL: joined with NULs,
+  one UTF-8 encode, one decode and one split on the other side (surrogates pass);
+  ``PLAIN``: all are exactly ``str``, ``int``, ``float``, ``bool``, ``None`` or
+  ``bytes``: marshal, which rebuilds exactly these types; ``PICKLED``: anything else:
+  the transport's pickle (with its cloudpickle fallback), as a blob of its own.
+  marshal would also take a ``bytearray``, a ``memoryview`` or an ``array`` and hand
+  back ``bytes``, and a ``list`` holding one: hence the exact types, checked per value.
+- The frame itself (the source table, the runs, the columns) is marshalled (format
+  version 2: no back-references to keep, since nothing repeats), never pickled: what a
+  frame carries besides the values is ints, strings and bytes. Items that are not
+  tuples or runtime messages go pickled, as one blob.
+- Acks to one tree from this worker's tasks in one frame travel as one message: the
+  acker XORs what it gets, so ``ACK(r, a)`` and ``ACK(r, b)`` are ``ACK(r, a ^ b)``,
+  put where the first one stood (every bolt already combines its own acks per turn;
+  this combines those of several tasks, such as a split and a count acking one tree).
 
-Each of these choices was measured with callgrind (``bash bench/instructions_transport.sh``
-and ``bash bench/instructions_two.sh``); the figures are in notes/performance.md.
+Bounds: a frame holds what one flush took (the transport splits a batch whose frame
+would exceed its maximum size); decode makes no more items than the frame names.
 """
 
 from __future__ import annotations
 
+import marshal
+import pickle
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
+from tupletree.reliability.protocol import ACK
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
-# (source table, runs, roots, edges, values, multi-tree edges, runtime messages, other
-# items). runs: for each target task, [task, number of runs, then (code, length) per
-# run]: code >= 0 is a run of tuples from source ``table[code]``; a code <= -3 a run of
-# runtime messages of width -code - 1 (tuples of ids and small ints, flattened into one
-# column); OTHERS a run of other items, pickled as they are.
-Frame = tuple[
-    list[tuple[Any, ...]],
-    list[int],
-    bytes,
-    bytes,
-    list[Any],
-    dict[int, Any],
-    bytes,
-    list[Any],
-]
+# A frame is the marshalled tuple (source table, runs, run roots, run counts, edges,
+# values coding, values column, multi-tree edges, runtime messages, other items).
+# runs: for each target task, [task, number of runs, then (code, length) per run]: code
+# >= 0 is a run of tuples from source ``table[code]``; -3 and -5 a run of runtime
+# messages of width -code - 1 (tuples of ids and small ints, flattened into one column);
+# ACK_RUN a run of plain acks (root and value in that column); OTHERS a run of other
+# items (pickled together). Run roots and counts: the roots of the
+# frame's tuples in order, run-length coded; edges: one per tuple; multi-tree edges:
+# {tuple's position in the frame: {root: edge}}.
 
-OTHERS = -1
-_NO_RUN = -2
+# How the values column is written (see the module's docstring).
+# (Final: the compiled build then uses the numbers, not a module lookup per use.)
+TEXT: Final = 0
+PLAIN: Final = 1
+PICKLED: Final = 2
+MARSHAL_VERSION: Final = 2
+
+# A run of roots is at most this long (its count is one byte); a longer one is split.
+MAX_ROOT_RUN: Final = 255
+
+OTHERS: Final = -1
+_NO_RUN: Final = -2
+# A run of plain acks, (ACK, root, value, 0): two ints each in the message column.
+ACK_RUN: Final = -7
 # Widths of the runtime's own messages: acker messages (kind, root, value, spout task)
 # and replies to spouts (outcome, root); see reliability/protocol.py.
-MESSAGE_WIDTHS = (2, 4)
+MESSAGE_WIDTHS: Final = (2, 4)
 
 # Ids are unsigned 64-bit. array's "L" (C unsigned long) converts a Python int through
 # a plain loop over its digits, while "Q" (unsigned long long) goes through CPython's
 # generic byte-array conversion, several times slower per id (notes/performance.md).
 # "L" is 8 bytes on 64-bit Linux and macOS; where it is not (Windows), "Q".
-ID_TYPECODE = "L" if array("L").itemsize == 8 else "Q"
+ID_TYPECODE: Final = "L" if array("L").itemsize == 8 else "Q"
 
 
 class PeerBuffer:
@@ -99,12 +128,22 @@ class PeerBuffer:
         return taken
 
 
-def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
-    """The frame (plain data, ready to pickle) for the items in ``lists`` (task -> items).
+def _pickle(obj: Any) -> bytes:
+    return pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
 
-    Runtime messages (Python tuples of 2 or 4 non-negative 64-bit ints) go in one integer
-    column; should a tuple of that width hold anything else, the frame is encoded again
-    with ``message_columns`` off, every such tuple pickled as it is.
+
+def encode(
+    lists: dict[int, list[Any]],
+    dumps: Callable[[Any], bytes] = _pickle,
+    message_columns: bool = True,
+) -> bytes:
+    """The frame for the items in ``lists`` (task -> items), as bytes.
+
+    ``dumps`` pickles what the frame cannot carry as plain data (values that are not
+    plain, items that are neither tuples nor runtime messages); its errors propagate.
+    Runtime messages (Python tuples of 2 or 4 non-negative 64-bit ints) go in one
+    integer column; should a tuple of that width hold anything else, the frame is
+    encoded again with ``message_columns`` off, every such tuple pickled as it is.
 
     Raises ValueError for a Tuple whose values do not match its source's fields (no
     collector emits one)."""
@@ -112,12 +151,19 @@ def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
     table: list[tuple[Any, ...]] = []
     arities: list[int] = []
     runs: list[int] = []
-    roots: list[Any] = []
+    run_roots: list[Any] = []
+    run_counts: list[int] = []
     edges: list[Any] = []
     values: list[Any] = []
     multi: dict[int, Any] = {}
     messages: list[Any] = []
     others: list[Any] = []
+    text = True  # every value an exact str
+    plain = True  # every value of a type marshal rebuilds exactly
+    last_root: Any = None
+    root_count = 0
+    n_tuples = 0
+    arity = 0
     for task, items in lists.items():
         n = len(items)
         if n == 0:
@@ -128,6 +174,7 @@ def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
         code = _NO_RUN
         length = 0
         last_src: TupleSource | None = None
+        acked_at: dict[Any, int] = {}  # root -> index of its ACK's value in messages
         for k in range(n):
             item = items[k]
             if type(item) is Tuple:
@@ -140,28 +187,60 @@ def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
                         table.append((src.component, src.stream, src.task, tuple(src.fields)))
                         arities.append(len(src.fields))
                     last_src = src
+                    arity = arities[i]
                     item_code = i
                 else:
                     item_code = code
                 if tup._roots is not None:
-                    multi[len(roots)] = tup._roots
-                roots.append(tup._root)
+                    multi[n_tuples] = tup._roots
+                n_tuples += 1
+                # Identity only: a tree's tuples share their anchor's root object; an
+                # equal root in another object just starts a run of its own.
+                root = tup._root
+                if root is last_root and root_count < MAX_ROOT_RUN:
+                    root_count += 1
+                else:
+                    if root_count:
+                        run_roots.append(last_root)
+                        run_counts.append(root_count)
+                    last_root = root
+                    root_count = 1
                 edges.append(tup._edge)
                 vals = tup.values
-                arity = arities[item_code]
                 if len(vals) != arity:
                     raise ValueError(
                         f"tuple from {src.component!r} on stream {src.stream!r} has "
                         f"{len(vals)} value(s) for {arity} field(s)"
                     )
-                if arity == 1:
-                    values.append(vals[0])
-                else:
-                    values.extend(vals)
-            elif message_columns and type(item) is tuple and len(item) in MESSAGE_WIDTHS:
-                messages.extend(item)
-                item_code = -1 - len(item)
+                for v in vals:
+                    if type(v) is not str:
+                        text = False
+                        if plain and not _plain(v):
+                            plain = False
+                    values.append(v)
+            elif message_columns and _message_width(item):
+                msg: tuple[Any, ...] = item
+                width = len(msg)
                 last_src = None
+                if (
+                    width == 4
+                    and msg[0] == ACK
+                    and msg[3] == 0
+                    and type(msg[0]) is int
+                    and type(msg[1]) is int
+                    and type(msg[2]) is int
+                ):
+                    at = acked_at.get(msg[1], -1)
+                    if at >= 0:
+                        messages[at] ^= msg[2]
+                        continue  # combined into the earlier ACK: no item of its own
+                    acked_at[msg[1]] = len(messages) + 1
+                    messages.append(msg[1])
+                    messages.append(msg[2])
+                    item_code = ACK_RUN
+                else:
+                    messages.extend(msg)
+                    item_code = -1 - width
             else:
                 others.append(item)
                 item_code = OTHERS
@@ -175,33 +254,76 @@ def encode(lists: dict[int, list[Any]], message_columns: bool = True) -> Frame:
                     runs[count_at] += 1
                 code = item_code
                 length = 1
-        runs.append(code)
-        runs.append(length)
-        runs[count_at] += 1
+        if length:
+            runs.append(code)
+            runs.append(length)
+            runs[count_at] += 1
+    if root_count:
+        run_roots.append(last_root)
+        run_counts.append(root_count)
     try:
         message_column = array(ID_TYPECODE, messages).tobytes()
     except (OverflowError, TypeError):
-        return encode(lists, message_columns=False)
-    return (
-        table,
-        runs,
-        array(ID_TYPECODE, roots).tobytes(),
-        array(ID_TYPECODE, edges).tobytes(),
-        values,
-        multi,
-        message_column,
-        others,
+        return encode(lists, dumps, message_columns=False)
+    kind = PLAIN
+    column: Any = values
+    if values:
+        if text:
+            joined = "\x00".join(values)
+            if joined.count("\x00") == len(values) - 1:
+                kind = TEXT
+                column = joined.encode("utf-8", "surrogatepass")
+            # else a value holds a NUL, which the split would not give back: PLAIN
+        elif not plain:
+            kind = PICKLED
+            column = dumps(values)
+    return marshal.dumps(
+        (
+            table,
+            runs,
+            array(ID_TYPECODE, run_roots).tobytes(),
+            bytes(run_counts),
+            array(ID_TYPECODE, edges).tobytes(),
+            kind,
+            column,
+            multi,
+            message_column,
+            dumps(others) if others else b"",
+        ),
+        MARSHAL_VERSION,
     )
 
 
 def decode(
-    frame: Frame,
+    data: Any,
     known: dict[tuple[Any, ...], TupleSource],
-    deliver: dict[int, Callable[[Any], None]],
+    deliver: dict[int, Callable[[list[Any]], None]],
+    loads: Callable[[Any], Any] = pickle.loads,
 ) -> int:
-    """Deliver a frame's items to local inboxes (``deliver``: task -> inbox append);
-    return how many. ``known`` keeps one TupleSource per source across frames."""
-    table, runs, b_roots, b_edges, values, multi, b_messages, others = frame
+    """Deliver a frame's items to local inboxes (``deliver``: task -> the inbox's
+    ``extend``); return how many. ``known`` keeps one TupleSource per source across
+    frames. ``data`` must be authenticated before it gets here: marshal and ``loads``
+    (pickle's, by default) trust what they read.
+
+    A frame is delivered whole or not at all: its runs are built first and handed over
+    only once every column was used up exactly (a frame whose runs and columns
+    disagree, a peer's bug or a version skew, raises ValueError and delivers nothing,
+    and no tuple gets fewer values than its source's fields)."""
+    frame = marshal.loads(data)
+    table: list[Any] = frame[0]
+    runs: list[int] = frame[1]
+    kind: int = frame[5]
+    column: Any = frame[6]
+    multi: dict[int, Any] = frame[7]
+    b_others: bytes = frame[9]
+    values: list[Any]
+    if kind == TEXT:
+        values = column.decode("utf-8", "surrogatepass").split("\x00")
+    elif kind == PLAIN:
+        values = column
+    else:
+        values = loads(column)
+    others: list[Any] = loads(b_others) if b_others else []
     sources: list[TupleSource] = []
     arities: list[int] = []
     for key in table:
@@ -211,15 +333,20 @@ def decode(
             src = known[key] = TupleSource(component, stream, task, Fields(list(fields)))
         sources.append(src)
         arities.append(len(key[3]))
-    roots = _ints(b_roots)
-    edges = _ints(b_edges)
-    messages = _ints(b_messages)
-    _check(runs, arities, deliver, len(roots), len(edges), len(values), len(messages), others)
-    t = 0  # next tuple (roots, edges, multi)
+    run_roots = _ints(frame[2])
+    run_counts: bytes = frame[3]
+    edges = _ints(frame[4])
+    messages = _ints(frame[8])
+    has_multi = len(multi) > 0
+    r = 0  # next root run
+    root: Any = 0
+    root_left = 0  # tuples left in the current root run
+    t = 0  # next tuple (edges, multi)
     v = 0  # next value
     m = 0  # next message int
     o = 0  # next other item
     delivered = 0
+    ready: list[tuple[Callable[[list[Any]], None], list[Any]]] = []
     h = 0
     end = len(runs)
     while h < end:
@@ -232,91 +359,88 @@ def decode(
             h += 2
             delivered += length
             if code == OTHERS:
-                for k in range(o, o + length):
-                    put(others[k])
+                ready.append((put, others[o : o + length]))
                 o += length
+                continue
+            batch: list[Any] = []
+            if code == ACK_RUN:
+                for _ in range(length):
+                    batch.append((ACK, messages[m], messages[m + 1], 0))
+                    m += 2
+                ready.append((put, batch))
                 continue
             if code < 0:
                 width = -1 - code
                 if width == 4:  # acker messages, the common case: no slice, no tuple()
                     for _ in range(length):
-                        put((messages[m], messages[m + 1], messages[m + 2], messages[m + 3]))
+                        batch.append(
+                            (messages[m], messages[m + 1], messages[m + 2], messages[m + 3])
+                        )
                         m += 4
                 else:
                     for _ in range(length):
-                        put(tuple(messages[m : m + width]))
+                        batch.append(tuple(messages[m : m + width]))
                         m += width
+                ready.append((put, batch))
                 continue
             src = sources[code]
             arity = arities[code]
             stop = t + length
-            if multi:
-                for k in range(t, stop):
-                    put(Tuple(values[v : v + arity], src, roots[k], edges[k], multi.get(k)))
-                    v += arity
-            elif arity == 1:
-                for k in range(t, stop):
-                    put(Tuple([values[v]], src, roots[k], edges[k]))
-                    v += 1
-            else:
-                for k in range(t, stop):
-                    put(Tuple(values[v : v + arity], src, roots[k], edges[k]))
-                    v += arity
+            for k in range(t, stop):
+                if not root_left:
+                    root = run_roots[r]
+                    root_left = run_counts[r]
+                    r += 1
+                root_left -= 1
+                if arity == 1:
+                    vals = [values[v]]
+                else:
+                    vals = values[v : v + arity]
+                v += arity
+                if has_multi and k in multi:
+                    batch.append(Tuple(vals, src, 0, 0, multi[k]))
+                else:
+                    batch.append(Tuple(vals, src, root, edges[k]))
+            ready.append((put, batch))
             t = stop
+    if (
+        v != len(values)
+        or m != len(messages)
+        or t != len(edges)
+        or r != len(run_roots)
+        or root_left
+        or o != len(others)
+    ):
+        raise ValueError(
+            f"frame inconsistent with its runs: values {v}/{len(values)}, messages "
+            f"{m}/{len(messages)}, tuples {t}/{len(edges)}, root runs {r}/{len(run_roots)}, "
+            f"others {o}/{len(others)}"
+        )
+    for put, batch in ready:
+        put(batch)
     return delivered
 
 
-def _check(
-    runs: list[int],
-    arities: list[int],
-    deliver: dict[int, Callable[[Any], None]],
-    n_roots: int,
-    n_edges: int,
-    n_values: int,
-    n_messages: int,
-    others: list[Any],
-) -> None:
-    """Refuse (ValueError, before anything is delivered) a frame whose runs claim more
-    than its columns hold, or kinds and tasks it cannot have: a frame is delivered whole
-    or not at all. One pass over the runs (a few per target task), not over the items.
-    (Fuzzing found a run of messages over an empty column delivering empty tuples, as
-    many as the run claimed.)"""
-    tuples = values = ints = other = 0
-    h, end = 0, len(runs)
-    try:
-        while h < end:
-            task, n_runs = runs[h], runs[h + 1]
-            h += 2
-            if task not in deliver or n_runs < 0:
-                raise ValueError(f"no task {task!r} here" if task not in deliver else "runs")
-            for _ in range(n_runs):
-                code, length = runs[h], runs[h + 1]
-                h += 2
-                if length < 0:
-                    raise ValueError(f"a run of {length} items")
-                if code == OTHERS:
-                    other += length
-                elif code < 0:
-                    if -1 - code not in MESSAGE_WIDTHS:
-                        raise ValueError(f"no message kind {code}")
-                    ints += (-1 - code) * length
-                elif code < len(arities):
-                    tuples += length
-                    values += arities[code] * length
-                else:
-                    raise ValueError(f"no source {code} in a table of {len(arities)}")
-    except (IndexError, TypeError):
-        raise ValueError("malformed frame: its runs end early or are not integers") from None
-    if tuples > min(n_roots, n_edges) or values > n_values or ints > n_messages:
-        raise ValueError(
-            f"malformed frame: {tuples} tuples, {values} values and {ints} message ints "
-            f"claimed, {min(n_roots, n_edges)}, {n_values} and {n_messages} held"
-        )
-    if other > len(others):
-        raise ValueError(f"malformed frame: {other} items claimed, {len(others)} held")
+def _message_width(item: Any) -> bool:
+    """True for a tuple as wide as a runtime message (whether it holds one is checked
+    when the column is made)."""
+    return type(item) is tuple and (len(item) == 4 or len(item) == 2)
+
+
+def _plain(v: Any) -> bool:
+    """True for a value marshal rebuilds as it was (its exact type, not a subclass)."""
+    t = type(v)
+    return t is int or t is float or t is bool or v is None or t is bytes or t is str
 
 
 def _ints(data: bytes) -> list[Any]:
     column = array(ID_TYPECODE)
     column.frombytes(data)
     return column.tolist()
+
+
+def values_coding(data: Any) -> int:
+    """How a frame's values column is written (TEXT, PLAIN or PICKLED): for tests and
+    diagnostics. Like decode, only for authenticated bytes."""
+    coding: int = marshal.loads(data)[5]
+    return coding

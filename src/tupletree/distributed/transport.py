@@ -5,8 +5,8 @@ table to every peer) and keeps one PUSH socket per peer. An emit to a task on an
 worker appends the item to that task's list in the peer's buffer (``PeerBuffer``: the
 remote task's inbox is a plain list). After each scheduler round the worker calls
 ``flush_due``, which, when a frame is due, encodes each buffer as one frame
-(distributed/frames.py says how it is laid out) and pickles it once, so values are
-serialized once per batch.
+(distributed/frames.py says how it is laid out: columns, marshalled; values that are
+not plain data pickled once per frame).
 
 Backpressure: PUSH sockets have a small high-water mark and frames are sent without
 blocking. A frame that does not fit stays queued here, ``blocked()`` turns true, and
@@ -17,7 +17,8 @@ growing memory anywhere.
 
 A value that cannot be pickled is reported naming the component and stream, and the
 tuple's trees are failed at once (``on_unserializable``), so the spout replays them.
-Plain pickle is tried first (fast); a frame it refuses is pickled with cloudpickle,
+Values that are not plain data (frames.py) are pickled: plain pickle is tried first
+(fast); values it refuses are pickled with cloudpickle,
 which carries classes by value: the classes of a topology file's own modules reach the
 executors that way (spark/cluster.py registers them), so plain pickle cannot name them,
 and their instances must be able to cross workers as they do on LocalCluster.
@@ -34,8 +35,9 @@ between the current processes even after a worker was restarted (frames to or fr
 dead process are never matched, and need not be).
 
 Authentication: a PULL socket takes frames from anyone who can reach it, and a pickle
-runs code when it is loaded. So every frame is ``mac | header | payload``, the mac an
-HMAC-SHA256 of the rest keyed with the topology's data key (``control.data_key``: the
+runs code when it is loaded (marshal, which reads the frame's layout, is not made for
+hostile input either). So every frame is ``mac | header | payload``, the mac a keyed
+BLAKE2b of the rest (``frame_mac``) with the topology's data key (``control.data_key``: the
 secret reaches workers inside their Spark task, never over this network), and the
 receiver checks it (``hmac.compare_digest``) before it reads anything else. A frame that
 fails, or is too short to hold a mac, is dropped and counted per the sender it claims
@@ -46,11 +48,13 @@ would exceed it, and reports an item that alone would as unserializable.
 
 Tuples are not pickled as objects (costly per tuple) but as columns of plain
 data; the receiver rebuilds them, reusing one TupleSource per source.
-``python bench/transport.py`` measures the whole path per item.
+``python bench/transport.py`` measures the whole path per item, and
+``bash bench/instructions_transport.sh`` counts its instructions.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import pickle
@@ -119,6 +123,7 @@ class Transport:
         self._deliver: dict[int, Callable[[Any], None]] = {}
         self._deliver_to: dict[int, Any] | None = None
         self.frames_unreadable = 0
+        self.items_sent = 0  # items handed to flush (acks later combined included)
         self.sent_to: dict[str, int] = {}  # peer address -> frames it took
         self.received_from: dict[str, int] = {}  # sender address -> frames read
         self.frame_items = FRAME_ITEMS
@@ -200,7 +205,9 @@ class Transport:
         for worker, buffer in self._buffers.items():
             if not len(buffer):
                 continue
-            frames = self._serialize(buffer.take())
+            taken = buffer.take()
+            self.items_sent += sum([len(items) for items in taken.values()])
+            frames = self._serialize(taken)
             if frames:
                 self._stalled.setdefault(worker, []).extend(frames)
         for worker, frames in self._stalled.items():
@@ -227,11 +234,11 @@ class Transport:
         """The signed frames for these items: one, unless it would exceed the maximum
         frame size (then the batch is halved until each part fits)."""
         try:
-            body = self._header + _dumps(encode(lists))
+            body = self._header + encode(lists, _dumps)
         except Exception:
             return self._serialize_each(lists)
         if len(body) + MAC_BYTES <= self.max_frame_bytes:
-            return [hmac.digest(self._key, body, "sha256") + body]
+            return [frame_mac(self._key, body) + body]
         items = [(task, item) for task, its in lists.items() for item in its]
         if len(items) == 1:
             _, item = items[0]
@@ -253,7 +260,7 @@ class Transport:
         for task, items in lists.items():
             for item in items:
                 try:
-                    _dumps(encode({task: [item]}))
+                    encode({task: [item]}, _dumps)
                 except Exception as exc:
                     self._on_unserializable(item, exc)
                 else:
@@ -265,8 +272,8 @@ class Transport:
     def receive(self, inboxes: dict[int, Any], max_frames: int) -> int:
         """Move up to ``max_frames`` frames into local inboxes; return items moved."""
         if self._deliver_to is not inboxes:
-            # A worker's inboxes never change once it is built: bind their appends once.
-            self._deliver = {task: inbox.append for task, inbox in inboxes.items()}
+            # A worker's inboxes never change once it is built: bind their extends once.
+            self._deliver = {task: inbox.extend for task, inbox in inboxes.items()}
             self._deliver_to = inboxes
         moved = 0
         pull = self._pull
@@ -276,19 +283,16 @@ class Transport:
             except zmq.Again:
                 break
             data = frame.buffer
-            body = data[MAC_BYTES:]
-            if len(data) < MAC_BYTES + 2 or not hmac.compare_digest(
-                data[:MAC_BYTES], hmac.digest(self._key, body, "sha256")
-            ):
+            opened = open_frame(self._key, data)
+            if opened is None:
                 self._reject(data)
                 continue
-            n = int.from_bytes(body[:2], "big")
-            sender = bytes(body[2 : 2 + n]).decode("utf-8", "replace")
+            sender, payload = opened
             self.received_from[sender] = self.received_from.get(sender, 0) + 1
             try:
-                moved += decode(pickle.loads(body[2 + n :]), self._sources, self._deliver)
+                moved += decode(payload, self._sources, self._deliver)
             except Exception as exc:
-                # Items decoded before the error stay delivered; the rest are lost and
+                # Items delivered before the error stay delivered; the rest are lost and
                 # their trees time out. Counted as received all the same: nothing more
                 # of this frame is in flight.
                 self.frames_unreadable += 1
@@ -322,6 +326,33 @@ class Transport:
         for sock in self._push.values():
             sock.close(linger=0)
         self._pull.close(linger=0)
+
+
+def frame_mac(key: bytes, body: Any) -> bytes:
+    """The MAC of a data frame's ``body`` (header and payload): keyed BLAKE2b, 32 bytes.
+
+    Why not HMAC-SHA256, as the control channel uses: BLAKE2b is a MAC by design when
+    keyed (no nested construction), and it costs fewer than half the instructions per
+    byte of software SHA-256 (notes/performance.md). On a CPU with SHA extensions
+    HMAC-SHA256 runs about as fast in real time; on one without, BLAKE2b is about twice
+    as fast. Keys over 64 bytes (BLAKE2b's most) are hashed down first."""
+    if len(key) > 64:
+        key = hashlib.blake2b(key).digest()
+    return hashlib.blake2b(body, key=key, digest_size=MAC_BYTES).digest()
+
+
+def open_frame(key: bytes, data: Any) -> tuple[str, Any] | None:
+    """``(sender, payload)`` of a data frame whose mac checks out; None for any other
+    bytes (too short for a mac and a header, or a mac that does not match). Nothing of
+    the frame is interpreted before its mac is checked but its length."""
+    if len(data) < MAC_BYTES + 2:
+        return None
+    body = data[MAC_BYTES:]
+    if not hmac.compare_digest(data[:MAC_BYTES], frame_mac(key, body)):
+        return None
+    n = int.from_bytes(body[:2], "big")
+    sender = bytes(body[2 : 2 + n]).decode("utf-8", "replace")
+    return sender, body[2 + n :]
 
 
 def _header(address: str) -> bytes:

@@ -1,0 +1,119 @@
+"""What an item that crosses workers costs, and nothing else: ``python bench/crossing.py
+[frames]``. ``bash bench/instructions_crossing.sh`` counts its instructions per item.
+
+Two Transports in one process, on loopback. Each frame carries the mix the 2-worker word
+count sends (bench/two_workers.py, counted per frame on both workers: per sentence 0.5
+sentence tuples, each its own tree; 5 word tuples, the words of one tree in a row; 1.5
+acker messages): 16 sentences, 160 words in runs of 5 per tree, 48 acks, 224 items.
+
+What is counted is the crossing: take (the peer buffer's lists copied out), encode,
+sign, send, receive, check, decode (a Tuple built per tuple, as the receiving inbox
+gets it), deliver, and the received items freed. The items sent are built once, before
+the loop: building a Tuple is an emit's cost whether its target is local or not, and so
+is freeing one after its bolt ran (a crossing frees the sender's Tuple and the
+receiver's; a local delivery one: the one freed here stands for the difference).
+bench/transport.py measures the older way, Tuples built per frame by interpreted code.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections import deque
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import zmq
+
+from bench import wordcount
+from tupletree.distributed.control import data_key, new_secret
+from tupletree.distributed.transport import Transport
+from tupletree.topology.fields import Fields
+from tupletree.topology.tuple import Tuple, TupleSource
+
+KEY = data_key(new_secret())
+COUNT_TASK, SPLIT_TASK, ACKER_TASK = 5, 6, 9
+SENTENCES, WORD_RUNS, RUN, ACKS = 16, 32, 5, 48
+
+
+def frame_items() -> tuple[list[Any], list[Any], list[Any]]:
+    """One frame's words (to a count task), sentences (to a split task) and acker
+    messages, with random 64-bit ids as the collectors draw them."""
+    rng = random.Random(7)
+    ids = lambda: rng.getrandbits(64) or 1  # noqa: E731
+    split = TupleSource("split", "default", 3, Fields(["word"]))
+    spout = TupleSource("sentences", "default", 1, Fields(["sentence"]))
+    texts = wordcount.sentences()
+    words: list[Any] = []
+    for r in range(WORD_RUNS):
+        root = ids()
+        chosen = texts[r % len(texts)].split()[:RUN]
+        words.extend(Tuple([w], split, root, ids()) for w in chosen)
+    sentences = [Tuple([texts[i % len(texts)]], spout, ids(), ids()) for i in range(SENTENCES)]
+    acks = [(1, ids(), ids(), 0) for _ in range(ACKS)]
+    return words, sentences, acks
+
+
+def measure(frames: int = 500) -> dict[str, float]:
+    """``{"send_us", "receive_us", "cpu_us", "items_per_frame"}``: wall-clock microseconds
+    per item on each side (the receive side's include waiting for ZeroMQ's I/O thread),
+    and the process's CPU microseconds per item (both sides and the I/O thread: what a
+    crossing takes from the cores), over ``frames`` frames."""
+    ctx = zmq.Context.instance()
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    a.set_peer(1, b.address)
+    words, sentences, acks = frame_items()
+    to_count = a.remote_inbox(COUNT_TASK, 1)
+    to_split = a.remote_inbox(SPLIT_TASK, 1)
+    to_acker = a.remote_inbox(ACKER_TASK, 1)
+    inboxes: dict[int, deque] = {COUNT_TASK: deque(), SPLIT_TASK: deque(), ACKER_TASK: deque()}
+    per_frame = len(words) + len(sentences) + len(acks)
+    time.sleep(0.2)
+    send = receive = 0.0
+    cpu0 = time.process_time()
+    for _ in range(frames):
+        t0 = time.perf_counter()
+        to_count.extend(words)
+        to_split.extend(sentences)
+        to_acker.extend(acks)
+        a.flush()
+        t1 = time.perf_counter()
+        got = 0
+        while got < per_frame:
+            if a.blocked():  # the connection was not up yet: send what waits
+                a.flush()
+            moved = b.receive(inboxes, 10)
+            if not moved:  # wait for ZeroMQ's I/O thread instead of spinning, so that
+                b.socket.poll(100)  # instruction counts hold the path, not the wait
+            got += moved
+        for inbox in inboxes.values():
+            inbox.clear()
+        receive += time.perf_counter() - t1
+        send += t1 - t0
+    n = frames * per_frame
+    cpu = time.process_time() - cpu0
+    a.close()
+    b.close()
+    return {
+        "send_us": send / n * 1e6,
+        "receive_us": receive / n * 1e6,
+        "cpu_us": cpu / n * 1e6,
+        "items_per_frame": per_frame,
+    }
+
+
+def main(frames: int = 500) -> None:
+    r = measure(frames)
+    print(
+        f"crossing: send {r['send_us']:.2f} us/item, receive {r['receive_us']:.2f} us/item "
+        f"(wall clock); {r['cpu_us']:.2f} us CPU per item ({r['items_per_frame']:.0f} items "
+        "per frame)"
+    )
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
