@@ -34,8 +34,9 @@ from tupletree.config import validate
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.scheduler import assign
 from tupletree.distributed.transport import Transport
-from tupletree.distributed.worker_main import IDLE_WAIT_MS, local_tasks, worker_gc
+from tupletree.distributed.worker_main import IDLE_WAIT_MS, local_tasks
 from tupletree.runtime.clock import RealClock
+from tupletree.runtime.gc_tuning import worker_gc
 from tupletree.runtime.worker import Worker, make_layout
 
 KEY = data_key(new_secret())  # shared by the forked workers, as a topology's are

@@ -41,6 +41,7 @@ from tupletree.records.metrics import ComponentMetrics
 from tupletree.records.stalls import TimedOutTree
 from tupletree.runtime.clock import RealClock, SimulatedClock
 from tupletree.runtime.error_log import describe
+from tupletree.runtime.gc_tuning import SharedTuning
 from tupletree.runtime.log_capture import TopologyLogs
 from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.metrics import aggregate
@@ -150,9 +151,14 @@ class LocalCluster(ClusterBase):
         ui_port: int | None = None,
         ui_host: str = "127.0.0.1",
         ui_options: dict[str, Any] | None = None,
+        tune_gc: bool = True,
     ) -> None:
+        """``tune_gc``: tune the process's cyclic GC for the workers while this cluster
+        exists, as SparkCluster's workers are (runtime/gc_tuning.py says why and what it
+        buys); False leaves the process's GC as it is."""
         super().__init__(drpc_port, drpc_host, drpc_conf, ui_port, ui_host, ui_options)
         self.simulate_time = simulate_time
+        self._gc_tuned = False
         self.clock: SimulatedClock | RealClock = SimulatedClock() if simulate_time else RealClock()
         self._workers: dict[str, Worker] = {}
         self._runners: dict[str, _Runner] = {}
@@ -165,6 +171,9 @@ class LocalCluster(ClusterBase):
         # Log records of the topologies' components (WARNING and up): logs(name).
         self._logs = TopologyLogs().install()
         self._start_ui()
+        if tune_gc:  # last: a constructor that raised leaves the process as it was
+            SharedTuning.acquire()
+            self._gc_tuned = True
 
     # -- topologies -----------------------------------------------------------------
 
@@ -406,3 +415,6 @@ class LocalCluster(ClusterBase):
             self.kill_topology(name)
         self._stop_drpc()
         self._logs.uninstall()
+        if self._gc_tuned:
+            self._gc_tuned = False
+            SharedTuning.release()

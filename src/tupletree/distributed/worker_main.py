@@ -16,23 +16,20 @@ DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needl
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import zmq
 
 from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, Ready, data_key
 from tupletree.runtime.clock import RealClock
+from tupletree.runtime.gc_tuning import worker_gc
 from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.worker import Worker, pickled_components
 
 REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
 IDLE_WAIT_MS = 1
-GC_YOUNG_THRESHOLD = 10_000
 # The driver pings every second; a worker that hears nothing for this long ends with
 # DriverLost (reported, and its task fails so that Spark runs it again).
 DRIVER_TIMEOUT_SECS = 30.0
@@ -169,30 +166,6 @@ class _ForwardLogs(logging.Handler):
             self.control.log(line, record.levelname)
         except Exception:
             self.handleError(record)
-
-
-@contextlib.contextmanager
-def worker_gc() -> Iterator[None]:
-    """The cyclic GC tuned for a worker's loop, restored afterwards (Spark may reuse the
-    Python process for other tasks).
-
-    Why: tuples in flight between workers (decoded frames, inbox backlogs) are young
-    containers that outlive many collections of the youngest generation at its default
-    threshold of 700 allocations, so each collection walks them again to no avail
-    (callgrind showed a worker's instructions in gc_collect_main). So: freeze what the
-    worker built at start and collect the young generation every 10,000 allocations,
-    which made two workers measurably faster and one process alone (LocalCluster) no
-    faster, so LocalCluster leaves the user's process as it is (notes/performance.md).
-    Nothing here disables collection: cycles are still found.
-    """
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
 
 
 def local_tasks(placement: dict[int, int], index: int) -> list[int]:
