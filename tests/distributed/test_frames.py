@@ -24,7 +24,8 @@ from tupletree.distributed.frames import (
     encode,
     values_coding,
 )
-from tupletree.distributed.transport import _dumps, _header, frame_mac, open_frame
+from tupletree.distributed.sealing import MAC_BYTES, Link, link_key, open_frame
+from tupletree.distributed.transport import _dumps
 from tupletree.reliability.protocol import ACK, FAIL, INIT
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
@@ -274,19 +275,20 @@ class MarksWhenLoaded:
 def _signed_frame() -> bytes:
     src = TupleSource("spout", "default", 1, Fields(["v"]))
     lists = {3: [Tuple([MarksWhenLoaded()], src, 5, 6), Tuple(["w"], src, 5, 7)], 9: [(1, 5, 3, 0)]}
-    body = _header("tcp://127.0.0.1:1") + encode(lists, _dumps)
-    return frame_mac(KEY, body) + body
+    return Link(KEY, "tcp://127.0.0.1:1", RECEIVER, 41).seal(encode(lists, _dumps))
 
 
+RECEIVER = "tcp://127.0.0.1:2"
+OPEN_KEY = link_key(KEY, RECEIVER)
 SIGNED = _signed_frame()
 
 
 def test_a_signed_frame_opens_and_its_values_load() -> None:
     LOADED.clear()
-    opened = open_frame(KEY, memoryview(SIGNED))
-    assert opened is not None and opened[0] == "tcp://127.0.0.1:1"
+    opened = open_frame(OPEN_KEY, memoryview(SIGNED))
+    assert opened is not None and opened[:2] == ("tcp://127.0.0.1:1", 42)
     got: dict[int, list[Any]] = {3: [], 9: []}
-    decode(opened[1], {}, {t: got[t].extend for t in got})
+    decode(opened[2], {}, {t: got[t].extend for t in got})
     assert LOADED == ["loaded"] and got[9] == [(1, 5, 3, 0)]
 
 
@@ -294,20 +296,16 @@ def test_a_signed_frame_opens_and_its_values_load() -> None:
 @given(st.integers(0, len(SIGNED) - 1), st.integers(1, 255), st.integers(0, 40))
 def test_a_tampered_frame_is_refused_before_anything_is_read(at: int, xor: int, cut: int) -> None:
     """Any byte changed (the mac, the sender, the layout, the values), any tail cut off,
-    another key: open_frame refuses the frame, so neither marshal nor pickle ever sees
-    it (the transport counts it as rejected and reads nothing of it)."""
+    another key, another receiver's key: open_frame refuses the frame, so neither
+    marshal nor pickle ever sees it (the transport counts it as rejected and reads
+    nothing of it)."""
     LOADED.clear()
     flipped = bytearray(SIGNED)
     flipped[at] ^= xor
-    assert open_frame(KEY, memoryview(bytes(flipped))) is None
+    assert open_frame(OPEN_KEY, memoryview(bytes(flipped))) is None
     if cut:
-        assert open_frame(KEY, memoryview(SIGNED[:-cut])) is None
-    assert open_frame(data_key(new_secret()), memoryview(SIGNED)) is None
-    assert open_frame(KEY, memoryview(SIGNED[: frames_min()])) is None
+        assert open_frame(OPEN_KEY, memoryview(SIGNED[:-cut])) is None
+    assert open_frame(link_key(data_key(new_secret()), RECEIVER), memoryview(SIGNED)) is None
+    assert open_frame(link_key(KEY, "tcp://127.0.0.1:3"), memoryview(SIGNED)) is None
+    assert open_frame(OPEN_KEY, memoryview(SIGNED[: MAC_BYTES + 1])) is None
     assert LOADED == []
-
-
-def frames_min() -> int:
-    from tupletree.distributed.control import MAC_BYTES
-
-    return MAC_BYTES + 1

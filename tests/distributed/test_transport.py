@@ -13,7 +13,8 @@ import zmq
 
 from tests.spark.workerfns import NotRebuildable
 from tupletree.distributed.control import data_key, new_secret
-from tupletree.distributed.transport import Transport, frame_mac
+from tupletree.distributed.sealing import Link
+from tupletree.distributed.transport import Transport
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
 
@@ -68,6 +69,82 @@ def test_tuples_and_acker_messages_cross_intact() -> None:
     assert bad == []
     a.close()
     b.close()
+
+
+class RecordingSocket:
+    """Stands in for a peer's PUSH socket: what an eavesdropper on the path records,
+    passed on to the real socket."""
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock
+        self.frames: list[bytes] = []
+
+    def send(self, frame: bytes, flags: int = 0) -> None:
+        self.sock.send(frame, flags)
+        self.frames.append(bytes(frame))
+
+    def close(self, linger: int = 0) -> None:
+        self.sock.close(linger=linger)
+
+
+def test_a_recorded_frame_replayed_is_refused_and_delivers_nothing() -> None:
+    """As an attacker on the path: frames recorded between two workers and pushed again
+    (each of them, later, and all of them at once) are refused as replays, named as
+    such, and their tuples and acker messages are not delivered a second time; a frame
+    recorded on the way to one worker does not open at another; the link goes on."""
+    ctx = zmq.Context.instance()
+    reports: list[str] = []
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, on_rejected=reports.append)
+    c = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    a.set_peer(1, b.address)
+    tap = a._push[1] = RecordingSocket(a._push[1])
+    src = TupleSource("split", "default", 3, Fields(["word"]))
+    inboxes = {3: deque(), 9: deque()}
+    for word in ("first", "second"):
+        a.remote_inbox(3, worker=1).append(Tuple([word], src, 11, 22))
+        a.remote_inbox(9, worker=1).append((1, 11, 22, 0))
+        flush_all(a)
+        receive_all(b, inboxes, 2)
+    assert len(tap.frames) == 2 and b.rejections.total == 0
+
+    attacker = ctx.socket(zmq.PUSH)
+    attacker.setsockopt(zmq.LINGER, 0)
+    attacker.connect(b.address)
+    for frame in tap.frames + tap.frames[::-1]:
+        attacker.send(frame)
+    a.remote_inbox(3, worker=1).append(Tuple(["third"], src, 11, 33))
+    flush_all(a)
+    receive_all(b, inboxes, 1)
+    poller = zmq.Poller()
+    poller.register(b.socket, zmq.POLLIN)
+    for _ in range(100):
+        if b.rejections.total == 4:
+            break
+        poller.poll(20)
+        b.receive(inboxes, 10)
+    assert [t.values[0] for t in inboxes[3]] == ["first", "second", "third"]
+    assert list(inboxes[9]) == [(1, 11, 22, 0)] * 2, "a replayed ack would undo its tree's XOR"
+    assert b.rejections.total == 4 and b.rejections.by_sender == {a.address: 4}
+    assert "replay" in reports[0] and a.address in reports[0]
+    assert b.received_from == {a.address: 3}
+
+    # Recorded on the way to b, pushed to c: sealed for b's address, so it does not open.
+    to_c = ctx.socket(zmq.PUSH)
+    to_c.setsockopt(zmq.LINGER, 0)
+    to_c.connect(c.address)
+    to_c.send(tap.frames[0])
+    elsewhere = {3: deque(), 9: deque()}
+    for _ in range(100):
+        c.receive(elsewhere, 10)
+        if c.rejections.total:
+            break
+        poller.poll(20)
+    assert c.rejections.total == 1 and not elsewhere[3] and not elsewhere[9]
+    for sock in (attacker, to_c):
+        sock.close()
+    for t in (a, b, c):
+        t.close()
 
 
 def test_unpicklable_value_is_reported_and_the_rest_sent() -> None:
@@ -242,8 +319,9 @@ class RunsCode:
 
 def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
     """As the attacker: frames pushed from another socket to a worker's PULL address
-    (a bare pickle, the old header-then-pickle layout, a mac made with another key, a
-    real peer's name with a wrong mac, a frame over the size limit) are never
+    (a bare pickle, the old header-then-pickle layout, a mac made with another key or
+    for another worker, a real peer's name with a wrong mac, a frame over the size
+    limit) are never
     unpickled: the marker file their pickle would write stays absent. Each is counted
     under the sender it claims, reported once (rate-limited), kept out of the frame
     counts the driver compares, and a real peer's frame still gets through."""
@@ -269,14 +347,15 @@ def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
     attacker = ctx.socket(zmq.PUSH)
     attacker.setsockopt(zmq.LINGER, 0)
     attacker.connect(b.address)
-    header = len(a.address).to_bytes(2, "big") + a.address.encode()
     stranger = len(b"tcp://evil:1").to_bytes(2, "big") + b"tcp://evil:1"
     wrong_key = data_key(new_secret())
     for frame in (
         evil,
         stranger + evil,
-        frame_mac(wrong_key, stranger + evil) + stranger + evil,
-        frame_mac(wrong_key, header + evil) + header + evil,
+        Link(wrong_key, "tcp://evil:1", b.address, 0).seal(evil),
+        Link(wrong_key, a.address, b.address, 0).seal(evil),
+        # The right key, sealed for another worker: does not open here either.
+        Link(KEY, a.address, "tcp://127.0.0.1:9", 0).seal(evil),
     ):
         attacker.send(frame)
     src = TupleSource("spout", "default", 1, Fields(["v"]))
@@ -287,15 +366,15 @@ def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
     poller.register(b.socket, zmq.POLLIN)
     for _ in range(200):
         b.receive(inboxes, 10)
-        if inboxes[3] and b.rejections.total == 4:
+        if inboxes[3] and b.rejections.total == 5:
             break
         poller.poll(20)
     assert not marker.exists(), "a stranger's pickle ran in the worker"
     assert [t.values for t in inboxes[3]] == [["real"]]
-    assert b.rejections.total == 4
+    assert b.rejections.total == 5
     # Counted under the sender each claims (unauthenticated, so whatever bytes stand
-    # where a header would): the one that named a real peer is counted under its name.
-    assert sum(b.rejections.by_sender.values()) == 4 and b.rejections.by_sender[a.address] == 1
+    # where a header would): those that named a real peer are counted under its name.
+    assert sum(b.rejections.by_sender.values()) == 5 and b.rejections.by_sender[a.address] == 2
     assert len(reports) == 1 and "dropped 1 data frames that failed authentication" in reports[0]
     assert b.received_from == {a.address: 1}, "refused frames are not counted as a peer's"
 
@@ -305,7 +384,7 @@ def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
     flush_all(a)
     receive_all(b, inboxes, 1)
     assert [t.values for t in inboxes[3]][-1] == ["after"]
-    assert b.rejections.total == 4
+    assert b.rejections.total == 5
     attacker.close()
     a.close()
     b.close()

@@ -3,6 +3,8 @@
 - ``scheduler``: which worker runs which tasks (Storm's even scheduler).
 - ``frames``, ``transport``: tuples and acker messages between workers over ZeroMQ,
   and how a batch of them is laid out on the wire.
+- ``sealing``: what makes a data frame authentic, addressed to one worker, and new
+  (a MAC per link and a number per frame, replays refused), pure.
 - ``control``: the control protocol: every message between the driver and its
   workers, and the signed frames that carry them.
 - ``control_client``: ``ControlClient``, a worker's end of the control channel.

@@ -36,15 +36,19 @@ dead process are never matched, and need not be).
 
 Authentication: a PULL socket takes frames from anyone who can reach it, and a pickle
 runs code when it is loaded (marshal, which reads the frame's layout, is not made for
-hostile input either). So every frame is ``mac | header | payload``, the mac a keyed
-BLAKE2b of the rest (``frame_mac``) with the topology's data key (``control.data_key``: the
-secret reaches workers inside their Spark task, never over this network), and the
-receiver checks it (``hmac.compare_digest``) before it reads anything else. A frame that
-fails, or is too short to hold a mac, is dropped and counted per the sender it claims
-(a bounded table: ``Rejections``), and reported through ``on_rejected`` at most every
-10 s. Frames over ``max_frame_bytes`` are refused by ZeroMQ before they are read
-(``MAXMSGSIZE``; the connection that sent one is dropped); a sender splits a batch that
-would exceed it, and reports an item that alone would as unserializable.
+hostile input either). So every frame is sealed (distributed/sealing.py): a keyed
+BLAKE2b over the rest, with the topology's data key (``control.data_key``: the secret
+reaches workers inside their Spark task, never over this network) bound to the
+receiver's address, and a number per link that the receiver checks is above the last
+one it saw from that sender, so a recorded frame replayed is refused. The receiver
+checks the mac (``hmac.compare_digest``) before it reads anything else. A frame that
+fails, is too short to hold a mac, or is a replay is dropped and counted per the
+sender it claims (a bounded table: ``Rejections``), and reported through
+``on_rejected`` at most every 10 s. Frames over ``max_frame_bytes`` are refused by
+ZeroMQ before they are read (``MAXMSGSIZE``; the connection that sent one is dropped);
+a sender splits a batch that would exceed it, and reports an item that alone would as
+unserializable. Frames are sealed when they are handed to the socket, not when they are
+encoded: a frame may be encoded before its peer's address (so its key) is known.
 
 Tuples are not pickled as objects (costly per tuple) but as columns of plain
 data; the receiver rebuilds them, reusing one TupleSource per source.
@@ -54,8 +58,6 @@ data; the receiver rebuilds them, reusing one TupleSource per source.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import pickle
 import time
@@ -64,9 +66,15 @@ from typing import Any
 
 import zmq
 
-from tupletree.distributed.control import MAC_BYTES
 from tupletree.distributed.frames import PeerBuffer, decode, encode
 from tupletree.distributed.rejections import Rejections
+from tupletree.distributed.sealing import (
+    Link,
+    ReplayGuard,
+    claimed_sender,
+    link_key,
+    open_frame,
+)
 from tupletree.topology.tuple import TupleSource
 
 log = logging.getLogger(__name__)
@@ -110,15 +118,20 @@ class Transport:
         self._pull.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         port = self._pull.bind_to_random_port(f"tcp://{host}")
         self.address = f"tcp://{host}:{port}"
-        self._header = _header(self.address)
+        # The most a frame's payload may take: the limit less a seal's overhead.
+        self._max_payload = max_frame_bytes - Link(key, self.address, "", 0).overhead
+        self._open_key = link_key(key, self.address)
+        self.replays = ReplayGuard()
         self._on_unserializable = on_unserializable
         self._on_bad_frame = on_bad_frame
         self._on_rejected = on_rejected
-        self.rejections = Rejections("data frames that failed authentication")
+        self.rejections = Rejections("data frames that failed authentication or were replays")
         self._push: dict[int, zmq.Socket] = {}
+        self._links: dict[int, Link] = {}
+        self._sealed: dict[int, bytes] = {}  # per peer: a sealed frame its socket refused
         self._addresses: dict[int, str] = {}
         self._buffers: dict[int, PeerBuffer] = {}
-        self._stalled: dict[int, list[bytes]] = {}
+        self._stalled: dict[int, list[bytes]] = {}  # payloads, not sealed yet
         self._sources: dict[tuple[Any, ...], TupleSource] = {}
         self._deliver: dict[int, Callable[[Any], None]] = {}
         self._deliver_to: dict[int, Any] | None = None
@@ -167,6 +180,7 @@ class Transport:
         if old is not None:
             old.close(linger=0)
             self._stalled.pop(worker, None)
+            self._sealed.pop(worker, None)
         sock = self._context.socket(zmq.PUSH)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         sock.setsockopt(zmq.LINGER, 0)
@@ -174,6 +188,7 @@ class Transport:
         sock.connect(address)
         self._push[worker] = sock
         self._addresses[worker] = address
+        self._links[worker] = Link(self._key, self.address, address, time.time_ns())
 
     # -- sending ------------------------------------------------------------------
 
@@ -210,17 +225,21 @@ class Transport:
             frames = self._serialize(taken)
             if frames:
                 self._stalled.setdefault(worker, []).extend(frames)
-        for worker, frames in self._stalled.items():
+        for worker, payloads in self._stalled.items():
             sock = self._push.get(worker)
             if sock is None:
                 continue  # the peer's address is not known yet: keep the frames
+            link = self._links[worker]
             sent = 0
-            while frames:
+            while payloads:
+                # Sealed once: a frame the socket refused keeps its number for the retry.
+                frame = self._sealed.pop(worker, None) or link.seal(payloads[0])
                 try:
-                    sock.send(frames[0], zmq.NOBLOCK)
+                    sock.send(frame, zmq.NOBLOCK)
                 except zmq.Again:
+                    self._sealed[worker] = frame
                     break
-                frames.pop(0)
+                payloads.pop(0)
                 sent += 1
             if sent:
                 address = self._addresses[worker]
@@ -231,14 +250,14 @@ class Transport:
         return any(self._stalled.values())
 
     def _serialize(self, lists: dict[int, list[Any]]) -> list[bytes]:
-        """The signed frames for these items: one, unless it would exceed the maximum
-        frame size (then the batch is halved until each part fits)."""
+        """The payloads of frames for these items: one, unless its frame would exceed
+        the maximum frame size (then the batch is halved until each part fits)."""
         try:
-            body = self._header + encode(lists, _dumps)
+            body = encode(lists, _dumps)
         except Exception:
             return self._serialize_each(lists)
-        if len(body) + MAC_BYTES <= self.max_frame_bytes:
-            return [frame_mac(self._key, body) + body]
+        if len(body) <= self._max_payload:
+            return [body]
         items = [(task, item) for task, its in lists.items() for item in its]
         if len(items) == 1:
             _, item = items[0]
@@ -283,11 +302,17 @@ class Transport:
             except zmq.Again:
                 break
             data = frame.buffer
-            opened = open_frame(self._key, data)
+            opened = open_frame(self._open_key, data)
             if opened is None:
-                self._reject(data)
+                self._reject(claimed_sender(data), f"{len(data)} bytes, bad or missing mac")
                 continue
-            sender, payload = opened
+            sender, sequence, payload = opened
+            last = self.replays.admit(sender, sequence)
+            if last is not None:
+                self._reject(
+                    sender, f"frame number {sequence} not above the last one seen, {last}: a replay"
+                )
+                continue
             self.received_from[sender] = self.received_from.get(sender, 0) + 1
             try:
                 moved += decode(payload, self._sources, self._deliver)
@@ -302,13 +327,8 @@ class Transport:
                     log.error("dropped a frame that could not be read: %r", exc)
         return moved
 
-    def _reject(self, data: memoryview) -> None:
-        """Count a frame that failed authentication (it is never unpickled), by the
-        sender its unauthenticated header claims, when it has one that reads."""
-        n = int.from_bytes(data[MAC_BYTES : MAC_BYTES + 2], "big")
-        claimed = bytes(data[MAC_BYTES + 2 : MAC_BYTES + 2 + min(n, 200)])
-        sender = claimed.decode("utf-8", "replace") if claimed else "(no sender)"
-        reason = f"{len(data)} bytes, bad or missing mac"
+    def _reject(self, sender: str, reason: str) -> None:
+        """Count a frame refused (it is never unpickled), by the sender it claims."""
         report = self.rejections.reject(sender, reason, time.monotonic())
         if report is None:
             return
@@ -326,39 +346,6 @@ class Transport:
         for sock in self._push.values():
             sock.close(linger=0)
         self._pull.close(linger=0)
-
-
-def frame_mac(key: bytes, body: Any) -> bytes:
-    """The MAC of a data frame's ``body`` (header and payload): keyed BLAKE2b, 32 bytes.
-
-    Why not HMAC-SHA256, as the control channel uses: BLAKE2b is a MAC by design when
-    keyed (no nested construction), and it costs fewer than half the instructions per
-    byte of software SHA-256 (notes/performance.md). On a CPU with SHA extensions
-    HMAC-SHA256 runs about as fast in real time; on one without, BLAKE2b is about twice
-    as fast. Keys over 64 bytes (BLAKE2b's most) are hashed down first."""
-    if len(key) > 64:
-        key = hashlib.blake2b(key).digest()
-    return hashlib.blake2b(body, key=key, digest_size=MAC_BYTES).digest()
-
-
-def open_frame(key: bytes, data: Any) -> tuple[str, Any] | None:
-    """``(sender, payload)`` of a data frame whose mac checks out; None for any other
-    bytes (too short for a mac and a header, or a mac that does not match). Nothing of
-    the frame is interpreted before its mac is checked but its length."""
-    if len(data) < MAC_BYTES + 2:
-        return None
-    body = data[MAC_BYTES:]
-    if not hmac.compare_digest(data[:MAC_BYTES], frame_mac(key, body)):
-        return None
-    n = int.from_bytes(body[:2], "big")
-    sender = bytes(body[2 : 2 + n]).decode("utf-8", "replace")
-    return sender, body[2 + n :]
-
-
-def _header(address: str) -> bytes:
-    """What starts every frame this transport sends: its address, length-prefixed."""
-    raw = address.encode("utf-8")
-    return len(raw).to_bytes(2, "big") + raw
 
 
 def _grouped(items: list[tuple[int, Any]]) -> dict[int, list[Any]]:

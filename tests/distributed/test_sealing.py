@@ -1,0 +1,104 @@
+"""Sealing data frames (distributed/sealing.py): a frame opens only with the key of the
+receiver it was sealed for, carries its link's next number, and a receiver's guard
+admits each number once, in order, whatever an attacker re-sends and in whatever order."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tupletree.distributed.control import data_key, new_secret
+from tupletree.distributed.sealing import (
+    MAC_BYTES,
+    Link,
+    ReplayGuard,
+    claimed_sender,
+    link_key,
+    open_frame,
+)
+
+KEY = data_key(new_secret())
+A, B, C = "tcp://127.0.0.2:40001", "tcp://127.0.0.3:40002", "tcp://127.0.0.3:40003"
+
+
+def test_a_frame_opens_only_for_its_receiver_with_its_number_and_payload() -> None:
+    link = Link(KEY, A, B, first_sequence=1_000)
+    first, second = link.seal(b"one"), link.seal(b"two")
+    assert open_frame(link_key(KEY, B), first) == (A, 1_001, b"one")
+    assert open_frame(link_key(KEY, B), second) == (A, 1_002, b"two")
+    assert open_frame(link_key(KEY, C), first) is None
+    assert open_frame(link_key(data_key(new_secret()), B), first) is None
+    assert len(first) == link.overhead + len(b"one")
+    assert claimed_sender(first) == A and claimed_sender(b"x" * MAC_BYTES) == "(no sender)"
+
+
+def test_keys_over_64_bytes_and_odd_links_are_handled() -> None:
+    long_key = bytes(range(100))
+    frame = Link(long_key, A, B, 0).seal(b"")
+    assert open_frame(link_key(long_key, B), frame) == (A, 1, b"")
+    with pytest.raises(ValueError, match="first_sequence"):
+        Link(KEY, A, B, -1)
+    with pytest.raises(ValueError, match="65,535 bytes"):
+        Link(KEY, "x" * 70_000, B, 0)
+    with pytest.raises(ValueError, match="max_senders"):
+        ReplayGuard(0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**62),
+    st.lists(st.integers(1, 3), min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29)), max_size=40),
+)
+def test_each_frame_is_admitted_once_in_order_and_every_replay_refused(
+    first: int, skips: list[int], replays: list[tuple[int, int]]
+) -> None:
+    """A link's frames arrive in order (ZeroMQ keeps one connection's order), some of
+    them dropped on the way (a peer that went away); an attacker re-sends recorded
+    ones, any of them, at any point after they passed. Every genuine frame that arrives
+    is admitted, and no replay is."""
+    link = Link(KEY, A, B, first)
+    key = link_key(KEY, B)
+    guard = ReplayGuard()
+    recorded: list[bytes] = []
+    admitted = refused = 0
+    by_position: dict[int, list[int]] = {}
+    for when, which in replays:
+        by_position.setdefault(when, []).append(which)
+    for position, skip in enumerate(skips):
+        for _ in range(skip - 1):
+            link.seal(b"dropped on the way")  # numbers may skip
+        frame = link.seal(position.to_bytes(2, "big"))
+        opened = open_frame(key, frame)
+        assert opened is not None
+        assert guard.admit(opened[0], opened[1]) is None, "a genuine frame was refused"
+        admitted += 1
+        recorded.append(frame)
+        for which in by_position.get(position, []):
+            replay = recorded[which % len(recorded)]
+            sender, sequence, _ = open_frame(key, replay)  # type: ignore[misc]
+            assert guard.admit(sender, sequence) is not None, "a replay was admitted"
+            refused += 1
+    assert admitted == len(skips)
+    assert refused == sum(1 for when, _ in replays if when < len(skips))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from("abcdefgh"), max_size=60), st.integers(1, 5))
+def test_the_guard_holds_at_most_its_bound_and_forgets_the_least_recent(
+    senders: list[str], bound: int
+) -> None:
+    guard = ReplayGuard(bound)
+    number: dict[str, int] = {}
+    recency: list[str] = []
+    for sender in senders:
+        number[sender] = number.get(sender, 0) + 1
+        assert guard.admit(sender, number[sender]) is None
+        if sender in recency:
+            recency.remove(sender)
+        recency.append(sender)
+        assert len(guard) == min(bound, len(recency))
+    # The most recent `bound` senders are remembered: their last frames are refused again.
+    for sender in recency[-bound:]:
+        assert guard.admit(sender, number[sender]) == number[sender]
