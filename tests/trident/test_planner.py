@@ -18,7 +18,7 @@ from tupletree.trident.processors import Each, FilterEach, Output
 from tupletree.trident.state import MemoryMapState
 from tupletree.trident.testing import FixedBatchSpout
 
-from .support import Split
+from .support import Collect, Split, TxidStateFactory
 
 
 def spout() -> FixedBatchSpout:
@@ -152,6 +152,31 @@ def test_refusals_name_the_problem() -> None:
         s.group_by(Fields("sentence")).persistent_aggregate(
             MemoryMapState.Factory(), _FirstNAgg(1), Fields("n")
         )
+
+
+def test_a_class_given_for_an_instance_is_refused_naming_it() -> None:
+    """``Count`` for ``Count()``, ``MemoryMapState.Factory`` for ``...Factory()``: the
+    class has the methods (unbound), so it was taken, and every batch then failed in the
+    workers with "missing 1 required positional argument"."""
+    t = TridentTopology()
+    grouped = t.new_stream("x", spout()).group_by(Fields("sentence"))
+    with pytest.raises(TypeError, match=r"the class Count: did you mean Count\(\)"):
+        grouped.persistent_aggregate(MemoryMapState.Factory(), Count, Fields("n"))
+    with pytest.raises(TypeError, match=r"the class Count: did you mean Count\(\)"):
+        grouped.aggregate(Count, Fields("n"))
+    with pytest.raises(
+        TypeError, match=r"persistent_aggregate's state factory .* MemoryMapState\.Factory\(\)"
+    ):
+        grouped.persistent_aggregate(MemoryMapState.Factory, Count(), Fields("n"))
+    with pytest.raises(TypeError, match=r"persistent_aggregate's state factory"):
+        grouped.to_stream().persistent_aggregate(MemoryMapState.Factory, Count(), Fields("n"))
+    with pytest.raises(TypeError, match=r"new_static_state's state factory"):
+        t.new_static_state(MemoryMapState.Factory)
+    counts = grouped.persistent_aggregate(MemoryMapState.Factory(), Count(), Fields("n"))
+    with pytest.raises(TypeError, match=r"query function .* did you mean MapGet\(\)"):
+        grouped.state_query(counts, Fields("sentence"), MapGet, Fields("c"))
+    with pytest.raises(TypeError, match=r"updater .* did you mean Collect\(\)"):
+        grouped.to_stream().partition_persist(TxidStateFactory(), Fields("sentence"), Collect)
 
 
 def test_a_drpc_stream_cannot_be_merged_with_a_spout() -> None:

@@ -257,9 +257,20 @@ def is_filter(op: Any) -> bool:
 COMBINER, REDUCER, AGGREGATOR = "combiner", "reducer", "aggregator"
 
 
+def refuse_class(obj: Any, what: str) -> None:
+    """TypeError for a class given where an instance is wanted (``Count`` for
+    ``Count()``): its methods are there, unbound, and would fail only in the workers."""
+    if isinstance(obj, type):
+        raise TypeError(
+            f"{what} must be an instance, got the class {obj.__qualname__}: "
+            f"did you mean {obj.__qualname__}()?"
+        )
+
+
 def aggregator_kind(agg: Any) -> str:
     """Which of the three aggregator contracts ``agg`` follows (by class, else by its
     methods); TypeError naming what it lacks."""
+    refuse_class(agg, "an aggregator")
     if isinstance(agg, CombinerAggregator):
         return COMBINER
     if isinstance(agg, ReducerAggregator):

@@ -31,6 +31,7 @@ from tupletree.trident.operation import (
     function_for,
     is_filter,
     map_for,
+    refuse_class,
 )
 from tupletree.trident.processors import (
     AggregatorAggregate,
@@ -62,6 +63,13 @@ def as_fields(value: Any, what: str) -> list[str]:
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
         return list(Fields(list(value)))
     raise TypeError(f"{what} must be Fields (or a list of field names), got {value!r}")
+
+
+def check_factory(factory: Any, what: str) -> None:
+    """TypeError naming ``what`` unless ``factory`` is a StateFactory instance."""
+    refuse_class(factory, f"{what}'s state factory")
+    if not callable(getattr(factory, "make_state", None)):
+        raise TypeError(f"{what} takes a StateFactory first, got {factory!r}")
 
 
 def _leading(args: Sequence[Any]) -> tuple[list[str] | None, list[Any]]:
@@ -310,6 +318,7 @@ class Stream:
     def persistent_aggregate(self, factory: Any, *args: Any) -> TridentState:
         """The aggregate of every batch so far, kept in ``factory``'s state (one value:
         the state must be Snapshottable, as MemoryMapState is)."""
+        check_factory(factory, "persistent_aggregate")
         ins, agg, kind, out = self._agg_args(args, "persistent_aggregate")
         if kind == COMBINER:
             partial = self._agg_node(kind, agg, ins, [], out)
@@ -331,8 +340,7 @@ class Stream:
     def partition_persist(self, factory: Any, *args: Any) -> TridentState:
         """``partition_persist(state_factory, [input_fields,] updater[, function_fields])``:
         each partition's part of each batch handed to the updater in the commit phase."""
-        if not callable(getattr(factory, "make_state", None)):
-            raise TypeError(f"partition_persist takes a StateFactory first, got {factory!r}")
+        check_factory(factory, "partition_persist")
         inputs, rest = _leading(args)
         if len(rest) not in (1, 2):
             raise TypeError(
@@ -340,6 +348,7 @@ class Stream:
                 "(state_factory, [input_fields,] updater[, function_fields])"
             )
         updater = rest[0]
+        refuse_class(updater, "partition_persist's updater")
         if not callable(getattr(updater, "update_state", None)):
             raise TypeError(
                 f"partition_persist: {updater!r} has no update_state(state, tuples, collector)"
@@ -374,6 +383,7 @@ class Stream:
                 "state_query takes (state, [input_fields,] query_function, function_fields)"
             )
         fn, out = rest
+        refuse_class(fn, "state_query's query function")
         if not callable(getattr(fn, "batch_retrieve", None)):
             raise TypeError(
                 f"state_query: {fn!r} is not a query function (batch_retrieve, execute)"
@@ -445,6 +455,7 @@ class GroupedStream:
     def persistent_aggregate(self, factory: Any, *args: Any) -> TridentState:
         """Per group, the aggregate of every batch so far, in ``factory``'s map state
         (keys: the group's values). Its new values stream: group fields + the result."""
+        check_factory(factory, "persistent_aggregate")
         ins, agg, kind, out = self._args(args, "persistent_aggregate")
         g = self.group_fields
         if kind == COMBINER:
