@@ -220,3 +220,33 @@ def test_the_compiled_bolt_survives_a_copy() -> None:
     """Each task gets a pickled copy: plans, processors and user operations pickle."""
     bolt, _, _, _ = aggregating()
     copy.deepcopy(bolt.plan)
+
+
+class Unreachable(MemoryMapState.Factory):
+    """A state whose database cannot be reached when the task starts."""
+
+    def make_state(self, conf: Any, metrics: Any, index: int, partitions: int) -> Any:
+        raise ConnectionError("test: the state's database at db:5432 is unreachable")
+
+
+def test_a_task_whose_prepare_failed_fails_its_batches_naming_the_cause(
+    sim_cluster, caplog
+) -> None:
+    """The runtime reports a failed prepare once and still delivers tuples (as Storm);
+    each then failed with "'TridentBolt' object has no attribute '_by_stream'", whose
+    flood pushed the cause out of the error book, and cleanup raised the same way."""
+    t = TridentTopology()
+    spout = FixedBatchSpout(Fields("sentence"), 2, ["a b"], ["c d"])
+    t.new_stream("sp", spout).each(Fields("sentence"), Split(), Fields("word")).group_by(
+        Fields("word")
+    ).persistent_aggregate(Unreachable(), Count(), Fields("count"))
+    conf = {"topology.trident.batch.emit.interval.millis": 100}
+    sim_cluster.submit_topology("t", conf, t.build())
+    sim_cluster.advance_time(5)
+    errors = sim_cluster.errors("t")
+    assert "prepare: ConnectionError" in errors[0]
+    later = errors[1:]
+    assert later and all("unreachable" in e and "prepare failed" in e for e in later), later
+    caplog.clear()
+    sim_cluster.kill_topology("t")
+    assert "cleanup" not in caplog.text

@@ -32,12 +32,15 @@ attempt are failed, so the coordinator replays the batch (and all later ones). M
 tuples than reported (a duplicate delivery) fails it too. Batches expire two message
 timeouts after they were last heard of (system ticks, 1 s), failing what they hold;
 at most ``MAX_TRACKED_BATCHES`` are tracked per task, beyond which new ones are failed.
+A task whose prepare raised (a state's database unreachable) fails every tuple after
+it with an error naming that cause.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from tupletree.config import Config
@@ -242,8 +245,28 @@ class TridentBolt(Bolt):
     # -- lifecycle ----------------------------------------------------------------------
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        plan = self.plan
         self.collector = collector
+        try:
+            self._prepare(conf, context, collector)
+        except BaseException as exc:
+            # The runtime reports this once and goes on delivering tuples (as Storm
+            # does): each then fails naming this cause, not with an AttributeError of a
+            # half-prepared bolt that pushes the cause out of the error book.
+            cause = f"{type(exc).__name__}: {exc}"[:300]
+            self.execute = partial(self._unprepared, cause)  # type: ignore[method-assign]
+            raise
+
+    def _unprepared(self, cause: str, tup: Any) -> None:
+        if tup.source_component == SYSTEM_COMPONENT:
+            self.collector.ack(tup)
+            return
+        raise RuntimeError(
+            f"{self.plan.name}: this task's prepare failed ({cause}); every batch it is "
+            "part of fails until the task is restarted"
+        )
+
+    def _prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        plan = self.plan
         self.context = context
         self._now = 0.0
         timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
@@ -313,12 +336,13 @@ class TridentBolt(Bolt):
                 p.cleanup()
             except Exception as exc:
                 self.collector.report_error(exc)
-        for g in self._groups.values():
+        # getattr: cleanup also runs after a prepare that failed half-way.
+        for g in getattr(self, "_groups", {}).values():
             for e in g.emitters:
                 close = getattr(e.emitter, "close", None)
                 if callable(close):
                     close()
-        if self._progress is not None:
+        if getattr(self, "_progress", None) is not None:
             self._progress.store.close()
 
     # -- input --------------------------------------------------------------------------
