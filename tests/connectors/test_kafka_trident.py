@@ -97,9 +97,11 @@ def test_every_record_counted_once(broker: LocalKafkaBroker, kind: type) -> None
         wait(lambda: memory_counts(factory, 1) == want, 120, "every record counted")
         assert cluster.errors("k") == []
         built = cluster.topology_info("k")["topology"]
-        store_name = built.components["__mastercoord-bg0"].obj.progress_name[0]
+        build_name = built.components["__mastercoord-bg0"].obj.progress_name[0]
     from tupletree.store import MemoryStore
-    from tupletree.trident.progress import Progress
+    from tupletree.trident.progress import Progress, memory_store_name
+
+    store_name = memory_store_name(build_name, "k")
 
     metas = Progress(MemoryStore(store_name), ["kafka"]).partition_metas("kafka", ["0", "1", "2"])
     some = next(iter(metas["0"].values()))

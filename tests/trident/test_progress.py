@@ -10,9 +10,14 @@ from typing import Any
 
 import pytest
 
-from tupletree import Config
+from tupletree import Config, Fields
 from tupletree.store import MemoryStore, open_store
+from tupletree.trident import TridentTopology
+from tupletree.trident.builtin import Count
 from tupletree.trident.progress import Progress, open_progress
+from tupletree.trident.state import MemoryMapState
+
+from .support import SeqTransactional, coordinator_view
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -97,3 +102,23 @@ def test_the_configured_store_is_opened(tmp_path: Any) -> None:
     assert "sqlite" in store.name.lower() or "x.db" in store.name
     with pytest.raises(ValueError, match="takes no"):
         open_progress({**conf, Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: {"bogus": 1}}, "u", 0)
+
+
+def test_one_built_topology_submitted_under_two_names_keeps_two_progresses(sim_cluster) -> None:
+    """The default memory store was named at build: both submissions' coordinators
+    shared it, and the second found every txid committed by the first ("already
+    committed by another coordinator") and skipped ahead."""
+    t = TridentTopology()
+    t.new_stream("seq", SeqTransactional(None)).group_by(Fields("word")).persistent_aggregate(
+        MemoryMapState.Factory(), Count(), Fields("count")
+    )
+    built = t.build()
+    conf = {Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 100}
+    sim_cluster.submit_topology("a", conf, built)
+    sim_cluster.submit_topology("b", conf, built)
+    sim_cluster.advance_time(6)
+    for name in ("a", "b"):
+        assert sim_cluster.errors(name) == []
+        view = coordinator_view(sim_cluster, name)
+        assert view["reloads"] == 0
+        assert view["lastCommittedTxid"] == view["currentTxid"] - 1 >= 4

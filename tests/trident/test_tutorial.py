@@ -12,7 +12,7 @@ from tupletree.drpc import LocalDRPC
 from tupletree.trident import TridentTopology
 from tupletree.trident.builtin import Count, FilterNull, MapGet, Sum
 from tupletree.trident.planner import master_id
-from tupletree.trident.progress import Progress, open_progress
+from tupletree.trident.progress import Progress, memory_store_name, open_progress
 from tupletree.trident.state import MemoryMapState
 from tupletree.trident.testing import FixedBatchSpout
 
@@ -98,7 +98,8 @@ def test_tutorial_counts_are_exact_while_attempt_zero_of_every_batch_fails(sim_c
         coordinator = sim_cluster.metrics("wc")[master_id("bg0")]["custom"]["trident"]
         (snap,) = coordinator.values()
         assert snap["replayed"] >= len(processing) + len(fail_begin) + len(fail_commit)
-        store = open_progress(conf, *built.components[master_id("bg0")].obj.progress_name)
+        name, pid = built.components[master_id("bg0")].obj.progress_name
+        store = open_progress(conf, memory_store_name(name, "wc"), pid)
         log = Progress(store, ["spout1"]).commits("spout1")
         last = snap["lastCommittedTxid"]
         assert sorted(log) == list(range(1, last + 1))

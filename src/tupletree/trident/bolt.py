@@ -323,10 +323,10 @@ class TridentBolt(Bolt):
         context.register_metric(METRIC, self.metric)
 
     def _open_progress(self, conf: dict[str, Any]) -> Any:
-        from tupletree.trident.progress import Progress, open_progress
+        from tupletree.trident.progress import Progress, memory_store_name, open_progress
 
         name, pid = self.plan.progress
-        store = open_progress(conf, name, pid)
+        store = open_progress(conf, memory_store_name(name, self.context.topology_name), pid)
         tx_ids = [s.tx_id for g in self.plan.groups.values() for s in g.spouts]
         return Progress(store, tx_ids)
 

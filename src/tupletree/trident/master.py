@@ -32,7 +32,12 @@ from tupletree.config import Config
 from tupletree.topology.components import Spout
 from tupletree.trident.bolt import BATCH_STREAM, COMMIT_STREAM, METRIC, SUCCESS_STREAM
 from tupletree.trident.coordinator import BatchTable, Committed, EmitBatch, EmitCommit
-from tupletree.trident.progress import Progress, check_progress_store, open_progress
+from tupletree.trident.progress import (
+    Progress,
+    check_progress_store,
+    memory_store_name,
+    open_progress,
+)
 
 
 class MasterBatchCoordinator(Spout):
@@ -59,7 +64,8 @@ class MasterBatchCoordinator(Spout):
         interval = conf.get(Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS)
         interval_secs = (500 if interval is None else interval) / 1000.0
         name, pid = self.progress_name
-        self.progress = Progress(open_progress(conf, name, pid), [t for t, _ in self.spouts])
+        store = open_progress(conf, memory_store_name(name, context.topology_name), pid)
+        self.progress = Progress(store, [t for t, _ in self.spouts])
         current, attempts = self.progress.load_coordinator()
         self.table = BatchTable(max_active, interval_secs, current, attempts)
         self.resumed_at = current

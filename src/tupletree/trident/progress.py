@@ -4,7 +4,8 @@ ZooKeeper), kept in a ``tupletree.store`` backend.
 Which store: ``topology.trident.progress.store`` ("memory", "sqlite", "redis",
 "postgresql") with ``topology.trident.progress.store.config`` (``{"path"}``, ``{"url"}``,
 ``{"dsn"}``, each with an optional ``"prefix"`` for its table or keys). Unset, it is a
-memory store of the built topology's own (``TridentTopology.build`` names it): right
+memory store of the built topology's own (``TridentTopology.build`` names it, and
+each submission of it, by the topology's name, has its own: ``memory_store_name``): right
 for LocalCluster, where everything runs in one process, and like Storm's LocalCluster,
 whose in-process ZooKeeper starts empty. A memory store does not outlive its process,
 so on a cluster of several worker processes (SparkCluster) it is refused when a
@@ -73,6 +74,13 @@ def check_progress_store(conf: Mapping[str, Any], component: str) -> None:
         require_shared(kind, master, what=f"Trident coordinator {component!r}: {_STORE}")
     except ValueError as exc:
         raise InvalidConfigError(str(exc), key=_STORE, value=kind) from None
+
+
+def memory_store_name(build_name: str, topology: str) -> str:
+    """The default memory store of one submission of a built topology: the same built
+    topology submitted under two names must not share its txids (each coordinator would
+    find its commits made by the other's)."""
+    return f"{build_name}/{topology}"
 
 
 def open_progress(conf: Mapping[str, Any], default_name: str, build_pid: int) -> Store:
