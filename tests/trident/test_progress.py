@@ -122,3 +122,29 @@ def test_one_built_topology_submitted_under_two_names_keeps_two_progresses(sim_c
         view = coordinator_view(sim_cluster, name)
         assert view["reloads"] == 0
         assert view["lastCommittedTxid"] == view["currentTxid"] - 1 >= 4
+
+
+def test_two_topologies_on_one_stream_name_and_store_are_told_why(sim_cluster, tmp_path) -> None:
+    """Progress is kept by stream name (Storm's txStateId): two topologies naming their
+    streams alike in one SQLite store drive one txid sequence. The second's coordinator
+    said only "txid 1 was already committed by another coordinator" about "bg0"."""
+    conf = {
+        Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 100,
+        Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: "sqlite",
+        Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: {"path": str(tmp_path / "p.db")},
+    }
+    for name in ("a", "b"):
+        t = TridentTopology()
+        t.new_stream("words", SeqTransactional(None)).group_by(Fields("word")).persistent_aggregate(
+            MemoryMapState.Factory(), Count(), Fields("count")
+        )
+        sim_cluster.submit_topology(name, conf, t.build())
+    sim_cluster.advance_time(4)
+    errors = sim_cluster.errors("a") + sim_cluster.errors("b")
+    assert errors
+    assert all(
+        "already committed" in e
+        and "stream named 'words'" in e
+        and Config.TOPOLOGY_TRIDENT_PROGRESS_STORE in e
+        for e in errors
+    ), errors

@@ -155,10 +155,14 @@ class MasterBatchCoordinator(Spout):
             # Another coordinator moved the txid: never commit twice; start over from
             # what is stored.
             self.reloads += 1
+            names = ", ".join(repr(t) for t, _ in self.spouts)
             self.collector.report_error(
                 RuntimeError(
-                    f"trident coordinator {self.group}: txid {txid} was already committed "
-                    "by another coordinator; reloading the stored progress"
+                    f"trident coordinator {self.group} (streams {names}): txid {txid} was "
+                    "already committed by another coordinator: a stale copy of this one, "
+                    f"or another topology with a stream named {names} in the same "
+                    f"{Config.TOPOLOGY_TRIDENT_PROGRESS_STORE} (progress is kept by stream "
+                    "name); reloading the stored progress"
                 )
             )
             current, attempts = self.progress.load_coordinator()
