@@ -157,3 +157,16 @@ def test_fixed_batch_spout_replays_the_same_batch_for_a_txid(sim_cluster):
     sim_cluster.submit_topology("fixed", sim_conf(), word_count(spout, factory).build())
     sim_cluster.advance_time(10)
     assert read(memory) == {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}
+
+
+def test_the_test_spouts_take_one_field_name_as_a_str() -> None:
+    """FixedBatchSpout("sentence", ...) made the fields s, e, n, t, ... and was refused
+    for "duplicate field name(s) ['e', 'n']" (or, for a name of distinct letters, took
+    each row for too few values)."""
+    from tupletree.trident.testing import FeederBatchSpout
+
+    spout = FixedBatchSpout("word", 2, ["a"], ["b"])
+    assert spout.get_output_fields().to_list() == ["word"]
+    assert spout.outputs == [["a"], ["b"]]
+    assert FixedBatchSpout("sentence", 2, "the cow").get_output_fields().to_list() == ["sentence"]
+    assert FeederBatchSpout("word").get_output_fields().to_list() == ["word"]

@@ -10,6 +10,11 @@ from tupletree.topology.fields import Fields
 from tupletree.trident.spout.interfaces import IBatchSpout, SpoutType
 
 
+def _fields(fields: Any) -> Fields:
+    """A Fields, a list of names, or one name: a str is one field, not its letters."""
+    return Fields([fields] if isinstance(fields, str) else list(fields))
+
+
 def _rows(values: Any) -> list[list[Any]]:
     return [list(v) if isinstance(v, list | tuple) else [v] for v in values]
 
@@ -26,7 +31,7 @@ class FixedBatchSpout(IBatchSpout):
     spout_type = SpoutType.TRANSACTIONAL
 
     def __init__(self, fields: Any, max_batch_size: int, *outputs: Any) -> None:
-        self.fields = Fields(list(fields))
+        self.fields = _fields(fields)
         if (
             isinstance(max_batch_size, bool)
             or not isinstance(max_batch_size, int)
@@ -93,7 +98,7 @@ class FeederBatchSpout(IBatchSpout):
     def __init__(self, fields: Any) -> None:
         import uuid
 
-        self.fields = Fields(list(fields))
+        self.fields = _fields(fields)
         self.key = uuid.uuid4().hex
         with self._lock:
             self._queues[self.key] = deque()
