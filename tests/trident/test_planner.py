@@ -179,6 +179,17 @@ def test_a_class_given_for_an_instance_is_refused_naming_it() -> None:
         grouped.to_stream().partition_persist(TxidStateFactory(), Fields("sentence"), Collect)
 
 
+def test_a_join_on_a_missing_field_names_the_join() -> None:
+    """It said "partition_by: no field(s) ['kk']": join repartitions, the user did not."""
+    t = TridentTopology()
+    a = t.new_stream("a", FixedBatchSpout(Fields("k", "v"), 2, [1, 2]))
+    b = t.new_stream("b", FixedBatchSpout(Fields("k", "w"), 2, [1, 3]))
+    with pytest.raises(ValueError, match=r"join fields of stream 2: no field\(s\) \['kk'\]"):
+        t.join(a, Fields("k"), b, Fields("kk"), Fields("k", "v", "w"))
+    with pytest.raises(TypeError, match="join: stream 1 must be a Stream"):
+        t.join(a.group_by(Fields("k")), Fields("k"), b, Fields("k"), Fields("k", "v", "w"))
+
+
 def test_a_drpc_stream_cannot_be_merged_with_a_spout() -> None:
     t = TridentTopology()
     a = t.new_stream("a", spout())

@@ -134,6 +134,10 @@ class TridentTopology:
         if bad:
             raise ValueError(f"join types are 'inner' or 'outer', got {bad}")
         keys = [as_fields(f, "join fields") for f in join_fields]
+        for i, (s, k) in enumerate(zip(streams, keys, strict=True)):
+            if not isinstance(s, Stream):
+                raise TypeError(f"join: stream {i + 1} must be a Stream, got {s!r}")
+            s._inputs(k, f"join fields of stream {i + 1}")
         if len({len(k) for k in keys}) != 1:
             raise ValueError(f"join: every stream needs as many join fields, got {keys}")
         out_fields = as_fields(out, "join's output fields")
