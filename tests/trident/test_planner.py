@@ -190,6 +190,24 @@ def test_a_join_on_a_missing_field_names_the_join() -> None:
         t.join(a.group_by(Fields("k")), Fields("k"), b, Fields("k"), Fields("k", "v", "w"))
 
 
+def test_a_stream_named_like_a_bolt_gets_no_clash() -> None:
+    """A stream named "b-0" was refused with "duplicate component id 'b-0':
+    set_spout/set_bolt used it twice" (the planner named its first bolt b-0 too)."""
+    t = TridentTopology()
+    t.new_stream("b-0", spout()).group_by(Fields("sentence")).persistent_aggregate(
+        MemoryMapState.Factory(), Count(), Fields("n")
+    )
+    t.new_stream("b-2", spout()).shuffle().each(Fields("sentence"), Split(), Fields("w"))
+    assert sorted(t.build().components) == [
+        "__mastercoord-bg0",
+        "__mastercoord-bg1",
+        "b-0",
+        "b-1",
+        "b-2",
+        "b-3",
+    ]
+
+
 def test_a_drpc_stream_cannot_be_merged_with_a_spout() -> None:
     t = TridentTopology()
     a = t.new_stream("a", spout())

@@ -390,8 +390,8 @@ def _parallelism(u: _Unit, nodes: list[Node]) -> int:
 
 def _name_units(units: list[_Unit]) -> None:
     seen: set[str] = set()
-    bolt = 0
-    for u in sorted(units, key=lambda x: min(n.id for n in (*x.nodes, *x.spouts))):
+    ordered = sorted(units, key=lambda x: min(n.id for n in (*x.nodes, *x.spouts)))
+    for u in ordered:
         if u.spouts:
             names = [s.tx_id for s in u.spouts]
             for name in names:
@@ -403,10 +403,19 @@ def _name_units(units: list[_Unit]) -> None:
                     )
                 seen.add(name)
             u.component = "+".join(names)
-        else:
-            named = [n.name for n in u.nodes if n.name]
-            u.component = "-".join([f"b-{bolt}", *named])
+    # The spouts' bolts are named by the user (new_stream's names): a bolt's number is
+    # skipped when that would repeat one of them (a stream named "b-0").
+    taken = {u.component for u in ordered if u.spouts}
+    bolt = 0
+    for u in ordered:
+        if u.spouts:
+            continue
+        named = [n.name for n in u.nodes if n.name]
+        while (component := "-".join([f"b-{bolt}", *named])) in taken:
             bolt += 1
+        u.component = component
+        taken.add(component)
+        bolt += 1
 
 
 def _complete_drpc(topology: Any, nodes: list[Node]) -> list[Node]:
