@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
+import threading
 from typing import Any
+
+import pytest
 
 from tupletree import Fields
 from tupletree.config import validate
+from tupletree.errors import InvalidTopologyError
 from tupletree.runtime.context import TopologyContext
 from tupletree.runtime.worker import make_layout
 from tupletree.topology.tuple import Tuple, TupleSource
@@ -250,3 +255,51 @@ def test_a_task_whose_prepare_failed_fails_its_batches_naming_the_cause(
     caplog.clear()
     sim_cluster.kill_topology("t")
     assert "cleanup" not in caplog.text
+
+
+class LockedFactory(MemoryMapState.Factory):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
+class LockedSplit(Split):
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+class LockedSpout(FixedBatchSpout):
+    def __init__(self) -> None:
+        super().__init__(Fields("sentence"), 2, ["a b"])
+        self.lock = threading.Lock()
+
+
+@pytest.mark.parametrize(
+    ("spout", "split", "factory", "named"),
+    [
+        (LockedSpout, Split, MemoryMapState.Factory, "its spout 'sp'"),
+        (
+            lambda: FixedBatchSpout(Fields("sentence"), 2, ["a"]),
+            LockedSplit,
+            MemoryMapState.Factory,
+            "its operation 'sp:each LockedSplit#1'",
+        ),
+        (
+            lambda: FixedBatchSpout(Fields("sentence"), 2, ["a"]),
+            Split,
+            LockedFactory,
+            "its state factory LockedFactory",
+        ),
+    ],
+)
+def test_an_unpicklable_part_is_named_at_submit(sim_cluster, spout, split, factory, named) -> None:
+    """The error named only the bolt ("component 'sp' (TridentBolt) cannot be copied"),
+    which holds the spout, every operation after it and its states."""
+    t = TridentTopology()
+    t.new_stream("sp", spout()).each(Fields("sentence"), split(), Fields("word")).group_by(
+        Fields("word")
+    ).persistent_aggregate(factory(), Count(), Fields("count"))
+    with pytest.raises(
+        InvalidTopologyError, match=f"TridentBolt: {re.escape(named)}\\) cannot be copied"
+    ):
+        sim_cluster.submit_topology("t", {}, t.build())

@@ -114,8 +114,13 @@ def pickled_components(
         try:
             out[cid] = dumps(spec.obj)
         except Exception as exc:
+            # A component made of parts (a Trident bolt: operations, states, spouts) may
+            # say which part it is, so the error names the user's object.
+            culprit = getattr(spec.obj, "unpicklable_part", None)
+            part = culprit(dumps) if callable(culprit) else None
             raise InvalidTopologyError(
-                f"component {cid!r} ({type(spec.obj).__name__}) cannot be copied to its "
+                f"component {cid!r} ({type(spec.obj).__name__}"
+                f"{f': its {part}' if part else ''}) cannot be copied to its "
                 f"tasks: pickling it failed with {type(exc).__name__}: {exc}. Each task runs "
                 "its own copy, as in Storm; create unpicklable resources (connections, "
                 "locks, lambdas) in open()/prepare() instead of __init__",

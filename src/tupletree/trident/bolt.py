@@ -65,6 +65,16 @@ MAX_TRACKED_BATCHES = 10_000
 DATA, COORD, BATCH, COMMIT, SUCCESS = "data", "coord", "batch", "commit", "success"
 
 
+def first_unpicklable(parts: Sequence[tuple[str, Any]], dumps: Any) -> str | None:
+    """The name of the first of ``parts`` (name, object) that ``dumps`` refuses."""
+    for name, obj in parts:
+        try:
+            dumps(obj)
+        except Exception:
+            return name
+    return None
+
+
 def coord_stream(group: str) -> str:
     return COORD_PREFIX + group
 
@@ -230,6 +240,15 @@ class BoltEnv:
 class TridentBolt(Bolt):
     def __init__(self, plan: BoltPlan) -> None:
         self.plan = plan
+
+    def unpicklable_part(self, dumps: Any) -> str | None:
+        """The first part of this bolt that ``dumps`` cannot pickle, named for the
+        submit error (which otherwise names only the bolt)."""
+        plan = self.plan
+        parts = [(f"state factory {type(f).__name__}", f) for f in plan.states.values()]
+        parts += [(f"spout {s.tx_id!r}", s.adapter) for g in plan.groups.values() for s in g.spouts]
+        parts += [(f"operation {p.name!r}", p) for p in plan.processors]
+        return first_unpicklable(parts, dumps)
 
     def check_config(self, conf: dict[str, Any], component_id: str) -> None:
         """At submit: refuse a state only one host can see (SQLite, memory) when the

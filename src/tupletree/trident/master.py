@@ -30,7 +30,13 @@ from typing import Any
 
 from tupletree.config import Config
 from tupletree.topology.components import Spout
-from tupletree.trident.bolt import BATCH_STREAM, COMMIT_STREAM, METRIC, SUCCESS_STREAM
+from tupletree.trident.bolt import (
+    BATCH_STREAM,
+    COMMIT_STREAM,
+    METRIC,
+    SUCCESS_STREAM,
+    first_unpicklable,
+)
 from tupletree.trident.coordinator import BatchTable, Committed, EmitBatch, EmitCommit
 from tupletree.trident.progress import (
     Progress,
@@ -47,6 +53,10 @@ class MasterBatchCoordinator(Spout):
         self.group = group
         self.spouts = spouts  # (tx id, adapter)
         self.progress_name = progress
+
+    def unpicklable_part(self, dumps: Any) -> str | None:
+        """The spout that ``dumps`` cannot pickle, named for the submit error."""
+        return first_unpicklable([(f"spout {t!r}", a) for t, a in self.spouts], dumps)
 
     def check_config(self, conf: dict[str, Any], component_id: str) -> None:
         check_progress_store(conf, component_id)
