@@ -17,7 +17,7 @@ from tupletree.trident.builtin import Count
 from tupletree.trident.progress import Progress, open_progress
 from tupletree.trident.state import MemoryMapState
 
-from .support import SeqTransactional, coordinator_view
+from .support import SeqTransactional, coordinator_view, memory_counts
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -148,3 +148,60 @@ def test_two_topologies_on_one_stream_name_and_store_are_told_why(sim_cluster, t
         and Config.TOPOLOGY_TRIDENT_PROGRESS_STORE in e
         for e in errors
     ), errors
+
+
+def test_a_progress_store_that_fails_for_a_while_costs_a_replay_not_the_topology(
+    sim_cluster, monkeypatch
+) -> None:
+    """The record of txid 3's commit fails, then the store cannot be read for two more
+    tries, then recording the attempts of a batch it starts fails once. The coordinator
+    went on after a failed commit record (its table ahead of the store): txid 4's states
+    committed, and txid 3's replay was refused by them as behind ("Current batch (3) is
+    behind state's batch (4)"), forever; a failed attempts record left a batch active
+    that was never emitted, and the coordinator waited for it forever."""
+    from tupletree.trident.progress import Progress
+
+    faults = {"commit": {3}, "load": 2, "save": 1}
+    commit, load, save = Progress.commit, Progress.load_coordinator, Progress.save_attempts
+
+    def flaky_commit(self: Progress, txid: int, *args: Any) -> bool:
+        if txid in faults["commit"]:
+            faults["commit"].discard(txid)
+            raise ConnectionError("test: the progress store went away")
+        return commit(self, txid, *args)
+
+    def flaky_load(self: Progress) -> Any:
+        if not faults["commit"] and faults["load"]:
+            faults["load"] -= 1
+            raise ConnectionError("test: the progress store is still away")
+        return load(self)
+
+    def flaky_save(self: Progress, attempts: Any) -> None:
+        if not faults["load"] and 6 in attempts and faults["save"]:
+            faults["save"] -= 1
+            raise ConnectionError("test: the progress store went away again")
+        save(self, attempts)
+
+    monkeypatch.setattr(Progress, "commit", flaky_commit)
+    monkeypatch.setattr(Progress, "load_coordinator", flaky_load)
+    monkeypatch.setattr(Progress, "save_attempts", flaky_save)
+    factory = MemoryMapState.Factory()
+    t = TridentTopology()
+    spout = SeqTransactional(None, partitions=2, records=10, per_batch=1)
+    t.new_stream("seq", spout).group_by(Fields("word")).persistent_aggregate(
+        factory, Count(), Fields("count")
+    )
+    conf = {
+        Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 100,
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 3,
+    }
+    sim_cluster.submit_topology("t", conf, t.build())
+    sim_cluster.advance_time(30)
+    assert faults == {"commit": set(), "load": 0, "save": 0}
+    assert memory_counts(factory, 1) == {f"p{p}-{i}": 1 for p in range(2) for i in range(10)}
+    view = coordinator_view(sim_cluster, "t")
+    assert view["lastCommittedTxid"] > 10  # past the data's 10 batches: it went on
+    errors = sim_cluster.errors("t")
+    assert not any("behind" in e for e in errors), errors
+    assert any("could not record that txid 3 committed" in e for e in errors), errors
+    assert any("could not record the attempts" in e for e in errors), errors

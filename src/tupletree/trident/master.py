@@ -21,7 +21,9 @@ The trees of those tuples are tracked by the ordinary acker, so the batch timeou
 
 After the coordinator's worker dies, the new one loads ``currtx`` and the attempts and
 resumes at the first uncommitted txid: the batches that were active start again with
-higher attempt ids.
+higher attempt ids. A write to the progress store that fails (the commit record, the
+attempts) leaves the table ahead of the store: it is reported, and nothing moves until
+the table is reloaded from the store (tried once a second), as after a restart.
 """
 
 from __future__ import annotations
@@ -83,18 +85,26 @@ class MasterBatchCoordinator(Spout):
             (tx_id, adapter.get_coordinator(tx_id, conf, context)) for tx_id, adapter in self.spouts
         ]
         self.reloads = 0
+        # The table got ahead of the store (a write to it failed): nothing moves until
+        # the table is reloaded from the store, tried at most once a second.
+        self.stale = False
+        self._retry_at = 0.0
         context.register_metric(METRIC, self.metric)
 
     # -- the spout's calls --------------------------------------------------------------
 
     def next_tuple(self) -> None:
+        if self.stale and not self._reload():
+            return
         self._do(self.table.sync(self.context.now(), self._ready, self.running))
 
     def ack(self, msg_id: Any) -> None:
-        self._do(self.table.ack(msg_id, self.context.now(), self._ready, self.running))
+        if not self.stale:  # else the reload forgets every active batch anyway
+            self._do(self.table.ack(msg_id, self.context.now(), self._ready, self.running))
 
     def fail(self, msg_id: Any) -> None:
-        self._do(self.table.fail(msg_id, self.context.now(), self._ready, self.running))
+        if not self.stale:
+            self._do(self.table.fail(msg_id, self.context.now(), self._ready, self.running))
 
     def activate(self) -> None:
         self.running = True
@@ -127,7 +137,13 @@ class MasterBatchCoordinator(Spout):
         if not outcomes:
             return
         if any(type(o) is EmitBatch for o in outcomes):
-            self.progress.save_attempts(self.table.attempts)
+            try:
+                self.progress.save_attempts(self.table.attempts)
+            except Exception as exc:
+                # Emitted unrecorded, an attempt id could be used again after a restart;
+                # not emitted, the table would wait for it forever.
+                self._lost(exc, "record the attempts of the batches it starts")
+                return
         active = self.table.active
         for o in outcomes:
             if type(o) is EmitBatch:
@@ -136,8 +152,37 @@ class MasterBatchCoordinator(Spout):
                     self._start(o.attempt)
             elif type(o) is EmitCommit:
                 self.collector.emit([o.attempt], o.attempt, COMMIT_STREAM)
-            elif type(o) is Committed:
-                self._committed(o.attempt)
+            elif type(o) is Committed and not self._committed(o.attempt):
+                return  # reloaded: the table's later decisions (a next $commit) are void
+
+    def _lost(self, exc: BaseException, what: str) -> None:
+        names = ", ".join(repr(t) for t, _ in self.spouts)
+        self.collector.report_error(
+            RuntimeError(
+                f"trident coordinator {self.group} (streams {names}) could not {what} in "
+                f"{Config.TOPOLOGY_TRIDENT_PROGRESS_STORE} ({type(exc).__name__}: {exc}); "
+                "it starts again from what the store holds once it answers (a batch whose "
+                "states committed is replayed: they skip or recompute it)"
+            )
+        )
+        self.stale = True
+        self._reload(force=True)
+
+    def _reload(self, force: bool = False) -> bool:
+        """The table from the store; False (reported) while the store cannot be read."""
+        now = self.context.now()
+        if not force and now < self._retry_at:
+            return False
+        try:
+            current, attempts = self.progress.load_coordinator()
+        except Exception as exc:
+            self._retry_at = now + 1.0
+            self.collector.report_error(exc)
+            return False
+        self.table.reload(current, attempts)
+        self.stale = False
+        self.reloads += 1
+        return True
 
     def _start(self, attempt: Any) -> None:
         txid = attempt.transaction_id
@@ -159,12 +204,20 @@ class MasterBatchCoordinator(Spout):
             return
         self.collector.emit([attempt, metas], attempt, BATCH_STREAM)
 
-    def _committed(self, attempt: Any) -> None:
+    def _committed(self, attempt: Any) -> bool:
+        """Record the commit; False if the table was reloaded instead."""
         txid = attempt.transaction_id
-        if not self.progress.commit(txid, attempt.attempt_id, self.table.attempts):
+        try:
+            recorded = self.progress.commit(txid, attempt.attempt_id, self.table.attempts)
+        except Exception as exc:
+            # The table moved past txid, the store did not: going on, the next txid's
+            # states would commit ahead of the store, and the replay of this one, after
+            # any reload, would be refused by them as behind (stuck for good).
+            self._lost(exc, f"record that txid {txid} committed")
+            return False
+        if not recorded:
             # Another coordinator moved the txid: never commit twice; start over from
             # what is stored.
-            self.reloads += 1
             names = ", ".join(repr(t) for t, _ in self.spouts)
             self.collector.report_error(
                 RuntimeError(
@@ -175,9 +228,9 @@ class MasterBatchCoordinator(Spout):
                     "name); reloading the stored progress"
                 )
             )
-            current, attempts = self.progress.load_coordinator()
-            self.table.reload(current, attempts)
-            return
+            self.stale = True
+            self._reload(force=True)
+            return False
         self.collector.emit([attempt], None, SUCCESS_STREAM)
         for tx_id, coordinator in self.coordinators:
             try:
@@ -185,6 +238,7 @@ class MasterBatchCoordinator(Spout):
                 self.progress.cleanup_coordinator_meta(tx_id, txid)
             except Exception as exc:
                 self.collector.report_error(exc)
+        return True
 
     def metric(self) -> dict[str, Any]:
         snap = self.table.snapshot()
