@@ -101,6 +101,21 @@ def test_reload_resumes_at_the_stored_txid_with_higher_attempts() -> None:
     assert table.replayed == 1
 
 
+def test_a_reload_behind_the_last_commit_takes_that_commit_back() -> None:
+    """The coordinator reloads when the store did not record a commit: the views said
+    txid 3 committed while the current txid was 3 again."""
+    table = BatchTable(max_active=1, interval_secs=0, current_txid=3)
+    table.sync(0, always)
+    table.ack(TA(3, 0), 0, always)
+    table.ack(TA(3, 0), 0, always)  # its commit tree: committed, in the table
+    assert table.snapshot()["lastCommittedTxid"] == 3
+    table.reload(3, {3: 0})  # the store still says 3
+    snap = table.snapshot()
+    assert (snap["currentTxid"], snap["lastCommittedTxid"]) == (3, 2)
+    table.reload(5, {})  # another coordinator went further: ours stays what it was
+    assert table.snapshot()["lastCommittedTxid"] == 2
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="max_active"):
         BatchTable(max_active=0, interval_secs=0)

@@ -103,6 +103,10 @@ class BatchTable:
         self.current_txid = current_txid
         self.attempts = {int(t): int(a) for t, a in attempts.items() if int(t) >= current_txid}
         self.active.clear()
+        if self.last_committed is not None and self.last_committed >= current_txid:
+            # A commit the store did not record (the coordinator reloads for that): it
+            # is not committed, whatever the views said.
+            self.last_committed = current_txid - 1 if current_txid > INIT_TXID else None
 
     # -- events ----------------------------------------------------------------------
 
