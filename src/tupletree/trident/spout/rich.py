@@ -54,10 +54,10 @@ class _CapturingCollector:
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         if stream != DEFAULT_STREAM:
             return []
-        self.target.emit(values)
-        self.emitted += 1
         if msg_id is not None:
-            self.ids.append(msg_id)
+            self.ids.append(msg_id)  # first: the spout must hear of it if emit raises
+        self.emitted += 1
+        self.target.emit(values)
         return []
 
     def emit_direct(
@@ -84,14 +84,18 @@ class _Emitter:
             self._fail(self.batches.pop(txid))
         c = self.collector
         c.target, c.ids = collector, []
-        for _ in range(self.max_batch):
-            before = c.emitted
-            self.spout.next_tuple()
-            if c.emitted == before:
-                break
-        self.batches[txid] = c.ids
-        while len(self.batches) > MAX_BATCHES:
-            self._fail(self.batches.popitem(last=False)[1])
+        try:
+            for _ in range(self.max_batch):
+                before = c.emitted
+                self.spout.next_tuple()
+                if c.emitted == before:
+                    break
+        finally:
+            # Kept even when an operation downstream (or the spout) raised: the failed
+            # batch is emitted again, failing these first, so the spout replays them.
+            self.batches[txid] = c.ids
+            while len(self.batches) > MAX_BATCHES:
+                self._fail(self.batches.popitem(last=False)[1])
 
     def _fail(self, ids: list[Any]) -> None:
         for msg_id in ids:
