@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 from tupletree.trident.attempt import TransactionAttempt as TA
 from tupletree.trident.coordinator import (
     COMMITTING,
+    MAX_REPLAY_DELAY_SECS,
     PROCESSED,
     PROCESSING,
     BatchTable,
     Committed,
     EmitBatch,
     EmitCommit,
+    replay_delay,
 )
 
 
@@ -75,6 +77,35 @@ def test_five_active_batch_two_delayed_then_batch_three_fails() -> None:
     # The replaced attempts' trees are stale now: their acks change nothing.
     assert table.ack(TA(4, 0), 0, always) == []
     assert table.status(4) == PROCESSING
+
+
+def test_a_batch_failing_again_and_again_backs_off_and_its_successors_wait() -> None:
+    """A txid that fails on every attempt (a poison tuple, a sink that is down) replays
+    at once twice, then waits 0.5 s, 1 s, 2 s ... at most 30 s, and the txids after it
+    wait with it; once it commits, the next batch starts without a delay, and a batch
+    that fails once is replayed at once."""
+    table = BatchTable(max_active=2, interval_secs=0)
+    assert batches(table.sync(0, always)) == [TA(1, 0), TA(2, 0)]
+    now, waited = 0.0, []
+    for attempt in range(9):
+        out = table.fail(TA(1, attempt), now, always)
+        if not out:
+            delay = replay_delay(attempt + 1)
+            assert table.sync(now + delay - 0.01, always) == [], "started before its delay"
+            now += delay
+            out = table.sync(now, always)
+            waited.append(delay)
+        assert batches(out) == [TA(1, attempt + 1), TA(2, attempt + 1)]
+    assert waited == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
+    table.ack(TA(1, 9), now, always)
+    assert [o for o in table.ack(TA(1, 9), now, always) if not isinstance(o, EmitCommit)] == [
+        Committed(TA(1, 9)),
+        EmitBatch(TA(3, 0)),
+    ]
+    assert table.failures == {}
+    # Txid 2 failed with 1 nine times, but those were 1's failures: its own first
+    # failure is replayed at once.
+    assert batches(table.fail(TA(2, 9), now, always)) == [TA(2, 10), TA(3, 1)]
 
 
 def test_a_stale_fail_is_ignored() -> None:
@@ -197,8 +228,10 @@ def test_random_outcome_orders_keep_every_invariant(
             check.take(table.sync(now, lambda t, f=flag: f or t % 2 == 0))
         else:
             check.settle(arg, kind == "ack", now)
-    # Then a healthy cluster: every tree completes. Commits must make progress.
+    # Then a healthy cluster: every tree completes. Once any replay backoff has run
+    # out, commits must make progress.
     before = len(check.committed)
+    now += MAX_REPLAY_DELAY_SECS
     for _ in range(6 * max_active + 6):
         now += interval + 0.1
         check.take(table.sync(now, always))
