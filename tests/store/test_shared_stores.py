@@ -17,6 +17,11 @@ from ..state.components import StatefulWordCount, word_count
 
 MASTER = Config.TUPLETREE_CLUSTER_MASTER
 PROGRESS = Config.TOPOLOGY_TRIDENT_PROGRESS_STORE
+PROGRESS_CONFIG = Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG
+
+
+# What each backend needs to be opened (the config is checked at submit too).
+STORE_CONFIGS = {"sqlite": {"path": "/tmp/p.db"}, "postgresql": {"dsn": "dbname=test"}}
 
 
 @pytest.mark.parametrize(
@@ -32,7 +37,7 @@ PROGRESS = Config.TOPOLOGY_TRIDENT_PROGRESS_STORE
     ],
 )
 def test_the_trident_progress_store_must_reach_every_worker(kind, master, refused) -> None:
-    conf = {MASTER: master, PROGRESS: kind}
+    conf = {MASTER: master, PROGRESS: kind, PROGRESS_CONFIG: STORE_CONFIGS.get(kind)}
     if not refused:
         check_progress_store(conf, "$mbc")
         return

@@ -104,6 +104,35 @@ def test_the_configured_store_is_opened(tmp_path: Any) -> None:
         open_progress({**conf, Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: {"bogus": 1}}, "u", 0)
 
 
+@pytest.mark.parametrize(
+    ("kind", "config", "says"),
+    [
+        ("sqlite", None, r"the sqlite store's config needs 'path'"),
+        ("postgresql", {"prefix": "t_"}, r"the postgresql store's config needs 'dsn'"),
+        ("redis", {"url": "redis://:hunter2@127.0.0.1:1/0", "pth": "x"}, r"takes no \['pth'\]"),
+    ],
+)
+def test_a_progress_store_config_its_backend_would_refuse_is_refused_at_submit(
+    sim_cluster, kind: str, config: Any, says: str
+) -> None:
+    """Refused by submit_topology, naming the key, before anything runs; it used to be
+    reported by the coordinator when it opened the store, in a running topology. A
+    password in the config is not repeated."""
+    t = TridentTopology()
+    t.new_stream("seq", SeqTransactional(None)).group_by(Fields("word")).persistent_aggregate(
+        MemoryMapState.Factory(), Count(), Fields("count")
+    )
+    conf = {
+        Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: kind,
+        Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: config,
+    }
+    with pytest.raises(ValueError, match=says) as refused:
+        sim_cluster.submit_topology("bad-store", conf, t.build())
+    assert Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG in str(refused.value)
+    assert "hunter2" not in str(refused.value) and "hunter2" not in repr(refused.value.args)
+    assert "bad-store" not in sim_cluster.topologies()
+
+
 def test_one_built_topology_submitted_under_two_names_keeps_two_progresses(sim_cluster) -> None:
     """The default memory store was named at build: both submissions' coordinators
     shared it, and the second found every txid committed by the first ("already

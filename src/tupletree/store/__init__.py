@@ -33,6 +33,7 @@ __all__ = [
     "Store",
     "StoreError",
     "Write",
+    "check_store_config",
     "is_one_host",
     "open_store",
     "require_shared",
@@ -63,6 +64,12 @@ def _postgresql(config: Mapping[str, Any]) -> Store:
     return open_postgres(config)
 
 
+# kind -> the config keys it cannot open without
+REQUIRED: dict[str, frozenset[str]] = {
+    "sqlite": frozenset({"path"}),
+    "postgresql": frozenset({"dsn"}),
+}
+
 # kind -> (opener, the config keys it accepts)
 BACKENDS: dict[str, tuple[Callable[[Mapping[str, Any]], Store], frozenset[str]]] = {
     "memory": (_memory, frozenset({"name"})),
@@ -77,12 +84,26 @@ def open_store(kind: str, config: Mapping[str, Any] | None = None, *, what: str 
     values came from, for the error (e.g. ``'topology.state.provider'``): an unknown
     kind or config key is a ValueError naming it and listing what is accepted."""
     config = dict(config or {})
+    check_store_config(kind, config, what=what)
+    return BACKENDS[kind][0](config)
+
+
+def check_store_config(
+    kind: str, config: Mapping[str, Any] | None = None, *, what: str = "store"
+) -> None:
+    """What ``open_store`` would refuse before it connects (an unknown kind, a config
+    key the backend does not take, one it needs and is not given), as a ValueError
+    naming it: for checks at submit, where no store should be opened yet."""
+    config = config or {}
     if kind not in BACKENDS:
         raise ValueError(f"{what}: unknown store {kind!r}; choose one of {sorted(BACKENDS)}")
-    opener, accepted = BACKENDS[kind]
+    accepted = BACKENDS[kind][1]
     unknown = sorted(set(config) - accepted)
     if unknown:
         raise ValueError(
             f"{what}: the {kind} store takes no {unknown} (it takes {sorted(accepted)})"
         )
-    return opener(config)
+    missing = sorted(REQUIRED.get(kind, frozenset()) - set(config))
+    if missing:
+        needs = " and ".join(repr(key) for key in missing)
+        raise ValueError(f"{what}: the {kind} store's config needs {needs}")

@@ -38,7 +38,7 @@ from typing import Any
 
 from tupletree.config import Config
 from tupletree.errors import InvalidConfigError
-from tupletree.store import Delete, Expect, Put, Store, open_store
+from tupletree.store import Delete, Expect, Put, Store, check_store_config, open_store
 from tupletree.store.codec import dumps_json, loads_json
 from tupletree.store.hosts import is_one_host, require_shared
 
@@ -55,11 +55,14 @@ def check_progress_store(conf: Mapping[str, Any], component: str) -> None:
     """At submit: InvalidConfigError, naming the key, for a progress store the cluster's
     workers could not share (``tupletree.cluster.master``: where it runs). The memory
     store lives in the process that built the topology, so any cluster but LocalCluster
-    ("local") refuses it; SQLite, on one host, only clusters of one host accept."""
+    ("local") refuses it; SQLite, on one host, only clusters of one host accept. A
+    store config its backend would refuse (a key it does not take, a missing path or
+    DSN) is refused here too, before any worker starts."""
     master = conf.get(Config.TUPLETREE_CLUSTER_MASTER)
-    if master is None:
-        return
     kind = conf.get(_STORE) or "memory"
+    if master is None:
+        _check_config(conf, component)
+        return
     if kind == "memory" and master != "local":
         raise InvalidConfigError(
             f"Trident coordinator {component!r}: {_STORE} is unset or 'memory', whose store "
@@ -74,6 +77,21 @@ def check_progress_store(conf: Mapping[str, Any], component: str) -> None:
         require_shared(kind, master, what=f"Trident coordinator {component!r}: {_STORE}")
     except ValueError as exc:
         raise InvalidConfigError(str(exc), key=_STORE, value=kind) from None
+    _check_config(conf, component)
+
+
+def _check_config(conf: Mapping[str, Any], component: str) -> None:
+    """InvalidConfigError for a store config its backend would refuse when opened."""
+    kind = conf.get(_STORE) or "memory"
+    try:
+        check_store_config(kind, conf.get(_CONFIG), what=f"{_CONFIG} ({_STORE} {kind!r})")
+    except ValueError as exc:
+        raise InvalidConfigError(
+            # The keys, not the values: a DSN or URL may hold a password.
+            f"Trident coordinator {component!r}: {exc}",
+            key=_CONFIG,
+            value=sorted(conf.get(_CONFIG) or {}),
+        ) from None
 
 
 def memory_store_name(build_name: str, topology: str) -> str:
