@@ -4,6 +4,7 @@ prepare-hash layout, what survives a restart, and the guards."""
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -201,3 +202,35 @@ def test_the_cache_is_bounded_and_stays_true() -> None:
     assert [state.get(i) for i in range(50)] == list(range(50))
     assert len(state._cache) <= 8
     assert [state.get(i) for i in range(50)] == list(range(50))
+
+
+def test_keys_equal_in_python_but_stored_apart_answer_the_same_before_and_after_a_restart(
+    provider: Provider,
+) -> None:
+    """2, 2.0 and True == 1 are one dict key to Python but three keys in the store (JSON
+    text): the state answers as the store does, live, from its cache and after a restart
+    (it answered get(2) with the value put as 2.0 until a restart, then None)."""
+    state = KeyValueState(provider.open(), "kv")
+    state.put(2.0, "float")
+    state.put(True, "bool")
+    state.put((1, 2.0), "tuple")
+
+    def answers(s: KeyValueState) -> list[Any]:
+        return [s.get(2), s.get(2.0), s.get(1), s.get(True), s.get((1, 2)), s.get((1, 2.0))]
+
+    live = answers(state)
+    assert live == [None, "float", None, "bool", None, "tuple"]
+    state.prepare_commit(1)
+    state.commit(1)
+    assert answers(state) == live
+    restarted = KeyValueState(provider.open(), "kv")
+    assert answers(restarted) == live  # a miss cached for 2 does not hide 2.0
+    assert answers(restarted) == live
+    assert sorted(map(repr, dict(restarted))) == ["(1, 2.0)", "2.0", "True"]
+    restarted.put(2, "int")
+    assert restarted.delete(1) is None and restarted.get(True) == "bool"
+    restarted.prepare_commit(2)
+    restarted.commit(2)
+    again = KeyValueState(provider.open(), "kv")
+    assert [again.get(2), again.get(2.0), again.get(True)] == ["int", "float", "bool"]
+    assert [type(k) for k, _ in again if k == 2] == [int, float]

@@ -101,6 +101,36 @@ def decode_key(text: str) -> Any:
     return _tupled(json.loads(text))
 
 
+def _internal(key: Any) -> Any:
+    """The key the state's own dicts use: a str as it is, any other key as its stored
+    text in a 1-tuple (never equal to a str). Python's dicts take 2, 2.0 and True==1 for
+    one key and the store, keyed by JSON text, does not: keyed by the raw key, a value
+    put as 2.0 was read back by get(2) until a restart and not after, and a miss cached
+    for 2 hid 2.0. Keyed by the text, the state answers as its store does."""
+    kind = type(key)
+    if kind is str:
+        return key
+    if kind is int:
+        return (str(key),)  # json.dumps's text for an int, without its cost
+    _check_key(key)
+    return (encode_key(key),)
+
+
+def _stored(ikey: Any) -> str:
+    """The store's key for an internal key."""
+    return encode_key(ikey) if type(ikey) is str else ikey[0]
+
+
+def _from_stored(text: str) -> Any:
+    """The internal key for a key read from the store (written by ``encode_key``)."""
+    return json.loads(text) if text.startswith('"') else (text,)
+
+
+def _user(ikey: Any) -> Any:
+    """The key as the bolt put it (a tuple comes back a tuple)."""
+    return ikey if type(ikey) is str else decode_key(ikey[0])
+
+
 def _txid(data: bytes | None) -> int | None:
     return None if data is None else int(data)
 
@@ -125,17 +155,18 @@ class KeyValueState:
         self.prepare_txid = _txid(prepare)
         # What was prepared and not committed when this task's last instance stopped.
         self._prepared: dict[Any, bytes] = {
-            decode_key(k): v for k, v in store.items(self._prepare_ns)
+            _from_stored(k): v for k, v in store.items(self._prepare_ns)
         }
 
     # -- what the bolt uses ----------------------------------------------------------
 
     def put(self, key: Any, value: Any) -> None:
-        if type(key) is not str and type(key) is not int:
-            _check_key(key)
-        self._pending[key] = value
+        self._pending[_internal(key)] = value
 
     def get(self, key: Any, default: Any = None) -> Any:
+        return self._get(_internal(key), default)
+
+    def _get(self, key: Any, default: Any) -> Any:
         value = self._pending.get(key, _MISSING)
         if value is not _MISSING:
             return default if value is _DELETED else value
@@ -150,10 +181,9 @@ class KeyValueState:
 
     def delete(self, key: Any) -> Any:
         """Remove ``key``; returns the value it had (None if none)."""
-        if type(key) is not str and type(key) is not int:
-            _check_key(key)
-        old = self.get(key)
-        self._pending[key] = _DELETED
+        ikey = _internal(key)
+        old = self._get(ikey, None)
+        self._pending[ikey] = _DELETED
         return old
 
     def __contains__(self, key: Any) -> bool:
@@ -164,7 +194,7 @@ class KeyValueState:
         newer changes. Reads the whole committed namespace: a cost in the state's size."""
         merged: dict[Any, Any] = {}
         for k, data in self._store.items(self.namespace):
-            merged[decode_key(k)] = data
+            merged[_from_stored(k)] = data
         for key, data in self._prepared.items():
             if data == TOMBSTONE:
                 merged.pop(key, None)
@@ -176,7 +206,7 @@ class KeyValueState:
             else:
                 merged[key] = _Live(value)
         for key, value in merged.items():
-            yield key, value.value if isinstance(value, _Live) else pickle.loads(value)
+            yield _user(key), value.value if isinstance(value, _Live) else pickle.loads(value)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(self)
@@ -192,7 +222,7 @@ class KeyValueState:
                 namespace=self.namespace,
             )
         encoded = self._encode_pending()
-        writes: list[Write] = [Put(self._prepare_ns, encode_key(k), v) for k, v in encoded.items()]
+        writes: list[Write] = [Put(self._prepare_ns, _stored(k), v) for k, v in encoded.items()]
         writes.append(Put(self._txid_ns, PREPARE_TXID_KEY, _txid_bytes(txid)))  # type: ignore[arg-type]
         self._apply(writes, f"prepare txid {txid}")
         self._prepared.update(encoded)
@@ -216,7 +246,7 @@ class KeyValueState:
         ns = self.namespace
         writes: list[Write] = []
         for key, data in self._prepared.items():
-            k = encode_key(key)
+            k = _stored(key)
             writes.append(Delete(ns, k) if data == TOMBSTONE else Put(ns, k, data))
         writes.append(Put(self._txid_ns, COMMIT_TXID_KEY, _txid_bytes(txid)))  # type: ignore[arg-type]
         writes.append(Clear(self._prepare_ns))
@@ -249,7 +279,7 @@ class KeyValueState:
             return cache[key]
         except KeyError:
             pass
-        (data,) = self._store.get(self.namespace, [encode_key(key)])
+        (data,) = self._store.get(self.namespace, [_stored(key)])
         if len(cache) >= self._cache_entries:
             # Forget the oldest quarter: cheap, and a hot key comes back on its next get.
             for old in list(cache)[: max(1, self._cache_entries // 4)]:
@@ -267,7 +297,7 @@ class KeyValueState:
                 encoded[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
                 raise StateError(
-                    f"state {self.namespace!r}: cannot save the value of key {key!r} "
+                    f"state {self.namespace!r}: cannot save the value of key {_user(key)!r} "
                     f"({type(value).__name__}): {exc}",
                     namespace=self.namespace,
                 ) from exc
