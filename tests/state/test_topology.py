@@ -6,6 +6,7 @@ in both checkpoint modes."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -25,6 +26,7 @@ from tupletree.state import (
 )
 from tupletree.state.protocol import COMMITTING, PREPARING
 from tupletree.store.codec import loads_json
+from tupletree.store.memory import forget
 from tupletree.testing import AckFailTracker, FeederSpout
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import validate_structure
@@ -470,3 +472,29 @@ def test_complete_topology_runs_a_stateful_topology_with_mocked_sources(sim_clus
     )
     assert sorted(read_tuples(results, "count")) == [["a", 1], ["b", 1], ["b", 2], ["c", 1]]
     assert results.acked["source"] == {0, 1}
+
+
+def test_two_stateful_topologies_on_one_store_are_told_to_use_a_store_each(sim_cluster):
+    """Distinct component ids, one store: both checkpoint spouts keep their progress in
+    ``$checkpointspout-0`` and refuse each other's writes. The error says why and what to
+    do (it blamed a second instance of the spout, which there is not)."""
+    name = f"two-topologies-{uuid.uuid4().hex}"
+    conf = {
+        Config.TOPOLOGY_STATE_PROVIDER: "memory",
+        Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"name": name},
+    }
+    try:
+        for topology in ("first", "second"):
+            b = TopologyBuilder()
+            b.set_spout(f"{topology}-feed", FeederSpout(["word", "msg", "pos"]))
+            b.set_bolt(f"{topology}-count", StatefulWordCount()).shuffle_grouping(
+                f"{topology}-feed"
+            )
+            sim_cluster.submit_topology(topology, conf, b.create_topology())
+            sim_cluster.advance_time(3)
+        errors = sim_cluster.errors("first") + sim_cluster.errors("second")
+        assert errors, "two topologies shared one checkpoint progress unnoticed"
+        assert all("another stateful topology uses the same store" in e for e in errors)
+        assert all("distinct prefix" in e for e in errors)
+    finally:
+        forget(name)
