@@ -234,3 +234,22 @@ def test_keys_equal_in_python_but_stored_apart_answer_the_same_before_and_after_
     again = KeyValueState(provider.open(), "kv")
     assert [again.get(2), again.get(2.0), again.get(True)] == ["int", "float", "bool"]
     assert [type(k) for k, _ in again if k == 2] == [int, float]
+
+
+def test_a_key_too_long_for_the_store_is_refused_at_put_not_at_the_checkpoint(
+    provider: Provider,
+) -> None:
+    """Refused at PREPARE, a key too long failed the whole checkpoint (every input of
+    the interval) at each replay; refused at put, only its own input fails."""
+    state = KeyValueState(provider.open(), "kv")
+    for key in ("x" * 5000, "\U0001f600" * 400, ("a", "y" * 4100)):
+        with pytest.raises(StateError, match=r"'kv': key .* over the store's 4096"):
+            state.put(key, 1)
+        with pytest.raises(StateError, match="over the store's 4096"):
+            state.delete(key)
+    state.put("x" * 4000, 1)  # fits: stored, read back after a restart
+    state.put("\U0001f600" * 341, 2)
+    state.prepare_commit(1)
+    state.commit(1)
+    restarted = KeyValueState(provider.open(), "kv")
+    assert restarted.get("x" * 4000) == 1 and restarted.get("\U0001f600" * 341) == 2

@@ -498,3 +498,34 @@ def test_two_stateful_topologies_on_one_store_are_told_to_use_a_store_each(sim_c
         assert all("distinct prefix" in e for e in errors)
     finally:
         forget(name)
+
+
+class CountWords(StatefulBolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
+        self.collector.ack(tup)
+
+
+def test_a_key_too_long_fails_its_own_input_not_the_checkpoint(sim_cluster):
+    """A key the store refuses failed the PREPARE, so every input of that checkpoint was
+    failed with it; refused at put, only the input that made it fails."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["word"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("count", CountWords()).shuffle_grouping("feed")
+    sim_cluster.submit_topology("wc", {}, b.create_topology())
+    feeder.feed(["short"], msg_id="short")
+    feeder.feed(["x" * 5000], msg_id="long")
+    sim_cluster.advance_time(3)
+    assert tracker.acked == {"short"} and tracker.failed == {"long"}
+    (error,) = sim_cluster.errors("wc")
+    assert "state 'count-0': key 'xxx" in error and "over the store's 4096" in error

@@ -45,7 +45,7 @@ import pickle
 from collections.abc import Iterator
 from typing import Any, Final
 
-from tupletree.store.base import Clear, Delete, Expect, Put, Store, Write
+from tupletree.store.base import MAX_KEY_CHARS, Clear, Delete, Expect, Put, Store, Write
 
 TOMBSTONE: Final = b""
 PREPARE_SUFFIX: Final = "$prepare"
@@ -53,6 +53,10 @@ TXID_SUFFIX: Final = "$txid"
 COMMIT_TXID_KEY: Final = "commit"
 PREPARE_TXID_KEY: Final = "prepare"
 CACHE_ENTRIES = 100_000
+
+# A str key this long or shorter fits the store's key limit whatever it holds: JSON
+# writes a character as at most 12 (an astral one as two \uXXXX escapes), plus quotes.
+_ALWAYS_FITS: Final = (MAX_KEY_CHARS - 2) // 12
 
 _MISSING: Final[Any] = object()
 _DELETED: Final[Any] = object()
@@ -161,7 +165,10 @@ class KeyValueState:
     # -- what the bolt uses ----------------------------------------------------------
 
     def put(self, key: Any, value: Any) -> None:
-        self._pending[_internal(key)] = value
+        ikey = _internal(key)
+        if len(ikey if type(ikey) is str else ikey[0]) > _ALWAYS_FITS:
+            self._check_length(ikey)
+        self._pending[ikey] = value
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self._get(_internal(key), default)
@@ -182,6 +189,8 @@ class KeyValueState:
     def delete(self, key: Any) -> Any:
         """Remove ``key``; returns the value it had (None if none)."""
         ikey = _internal(key)
+        if len(ikey if type(ikey) is str else ikey[0]) > _ALWAYS_FITS:
+            self._check_length(ikey)
         old = self._get(ikey, None)
         self._pending[ikey] = _DELETED
         return old
@@ -272,6 +281,18 @@ class KeyValueState:
         self._pending = {}
 
     # -- inside ----------------------------------------------------------------------
+
+    def _check_length(self, ikey: Any) -> None:
+        """Refuse at put a key the store would refuse at PREPARE: there it would fail the
+        whole checkpoint, and with it every input of the interval, again at each replay."""
+        chars = len(_stored(ikey))
+        if chars > MAX_KEY_CHARS:
+            raise StateError(
+                f"state {self.namespace!r}: key {_user(ikey)!r:.80}... is {chars} characters "
+                f"stored (JSON text), over the store's {MAX_KEY_CHARS}; use a shorter key "
+                "(a digest of it, say)",
+                namespace=self.namespace,
+            )
 
     def _committed(self, key: Any) -> bytes | None:
         cache = self._cache
