@@ -107,8 +107,11 @@ def test_a_count_window_larger_than_the_cap_is_refused():
 
 def test_a_session_gap_longer_than_the_timeout_is_refused():
     bolt = Noop().with_session_window(Duration.seconds(45))
-    with pytest.raises(InvalidConfigError, match="session gap is 45000 ms"):
+    with pytest.raises(InvalidConfigError, match="session gap is 45000 ms") as refused:
         submit(bolt, {})
+    # A session window cannot be persistent: the error does not offer that way out.
+    assert "persistent" not in str(refused.value)
+    assert str(refused.value).endswith("at least 45 s or shorten the gap")
 
 
 def test_the_cap_key_has_a_finite_range():
