@@ -164,6 +164,21 @@ def test_the_late_stream_is_declared_with_its_one_field():
     assert streams["late"].fields == ["late_tuple"] and streams["default"].fields == ["x"]
 
 
+class Declares(WindowedBolt):
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["x"])
+        declarer.declare_stream("late", ["y"])
+
+
+@pytest.mark.parametrize(("bolt", "stream"), [(Declares(), "late"), (Noop(), "default")])
+def test_a_late_stream_named_as_one_of_the_bolts_own_is_refused_naming_the_call(bolt, stream):
+    """The builder said "declares stream 'late' twice", of a stream the bolt declared
+    once: the error names with_late_tuple_stream, which declared the other."""
+    bolt = bolt.with_tumbling_window(Count(2)).with_timestamp_field("ts")
+    with pytest.raises(InvalidTopologyError, match=rf"with_late_tuple_stream\('{stream}'\)"):
+        topology(bolt.with_late_tuple_stream(stream))
+
+
 def test_a_generator_execute_is_refused_like_a_bolts():
     class Gen(WindowedBolt):
         def execute(self, window):
