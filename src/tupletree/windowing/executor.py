@@ -49,6 +49,7 @@ decode)`` (the manager's queue and policies, the watermark generator) in plain v
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -301,6 +302,13 @@ class WindowedBoltExecutor(Bolt):
             return value
         if isinstance(value, float) and value == value and abs(value) != NEVER:
             return int(value)
+        # Other numbers (a Decimal from a database driver, a Fraction), whole ms too;
+        # NaN and infinities raise here and are refused below.
+        if isinstance(value, numbers.Number) and not isinstance(value, bool | complex):
+            try:
+                return int(value)
+            except (TypeError, ValueError, OverflowError):
+                pass
         raise TimestampError(
             f"windowed bolt {self._component!r}: the timestamp of a tuple from "
             f"{tup.source_component!r} stream {tup.source_stream!r} is "
