@@ -253,3 +253,24 @@ def test_a_key_too_long_for_the_store_is_refused_at_put_not_at_the_checkpoint(
     state.commit(1)
     restarted = KeyValueState(provider.open(), "kv")
     assert restarted.get("x" * 4000) == 1 and restarted.get("\U0001f600" * 341) == 2
+
+
+def test_after_a_value_could_not_be_saved_its_key_is_checked_at_put(provider: Provider) -> None:
+    """The PREPARE that meets an unsaveable value fails (all of its interval's inputs are
+    replayed); from then on a put of that key with such a value raises at once, so only
+    the input that makes it fails, and the next PREPARE goes through."""
+    state = KeyValueState(provider.open(), "kv")
+    state.put("good", 1)
+    state.put("bad", lambda: None)
+    with pytest.raises(StateError, match="'bad'"):
+        state.prepare_commit(1)
+    state.rollback()
+    state.put("good", 1)
+    with pytest.raises(StateError, match=r"'kv': cannot save the value of key 'bad'"):
+        state.put("bad", lambda: None)
+    state.put("bad", [1])  # a value that saves is taken, and changed later as ever
+    state.get("bad").append(2)
+    state.prepare_commit(1)
+    state.commit(1)
+    restarted = KeyValueState(provider.open(), "kv")
+    assert restarted.get("good") == 1 and restarted.get("bad") == [1, 2]

@@ -30,7 +30,8 @@ Encodings: keys as JSON text (str, int, float, bool, None and tuples of them; a 
 comes back as it went in, a tuple as a tuple), so they read well in the backend;
 values with pickle, since they are the bolt's own objects. A value is encoded at
 PREPARE: what ``get`` returned and was then changed without ``put`` is not saved (as
-with Storm's Redis state): put what you change.
+with Storm's Redis state): put what you change. A value that does not pickle fails its PREPARE; its key is
+checked at ``put`` from then on, so the input that puts one again fails alone.
 
 Memory: the changes since the last PREPARE and the prepared changes, as dicts (one
 checkpoint interval's distinct keys), and a cache of committed values of at most
@@ -154,6 +155,8 @@ class KeyValueState:
         self._cache_entries = cache_entries
         self._pending: dict[Any, Any] = {}
         self._cache: dict[Any, bytes | None] = {}
+        # Keys whose value could not be saved at a PREPARE: checked at put since.
+        self._suspect: set[Any] = set()
         commit, prepare = store.get(self._txid_ns, [COMMIT_TXID_KEY, PREPARE_TXID_KEY])
         self.commit_txid = _txid(commit)
         self.prepare_txid = _txid(prepare)
@@ -168,6 +171,8 @@ class KeyValueState:
         ikey = _internal(key)
         if len(ikey if type(ikey) is str else ikey[0]) > _ALWAYS_FITS:
             self._check_length(ikey)
+        if self._suspect and ikey in self._suspect:
+            self._check_saveable(ikey, value)
         self._pending[ikey] = value
 
     def get(self, key: Any, default: Any = None) -> Any:
@@ -310,6 +315,7 @@ class KeyValueState:
 
     def _encode_pending(self) -> dict[Any, bytes]:
         encoded: dict[Any, bytes] = {}
+        failed: list[tuple[Any, Any, Exception]] = []
         for key, value in self._pending.items():
             if value is _DELETED:
                 encoded[key] = TOMBSTONE
@@ -317,12 +323,32 @@ class KeyValueState:
             try:
                 encoded[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
-                raise StateError(
-                    f"state {self.namespace!r}: cannot save the value of key {_user(key)!r} "
-                    f"({type(value).__name__}): {exc}",
-                    namespace=self.namespace,
-                ) from exc
+                failed.append((key, value, exc))
+        if failed:
+            # The whole PREPARE fails, and every input of the interval is replayed: from
+            # now on these keys' values are checked at put, so the input that puts one
+            # again fails alone instead of failing every checkpoint it reaches.
+            self._suspect.update(key for key, _, _ in failed)
+            key, value, exc = failed[0]
+            more = f" (and {len(failed) - 1} more keys)" if len(failed) > 1 else ""
+            raise StateError(
+                f"state {self.namespace!r}: cannot save the value of key {_user(key)!r} "
+                f"({type(value).__name__}){more}: {exc}",
+                namespace=self.namespace,
+            ) from exc
         return encoded
+
+    def _check_saveable(self, ikey: Any, value: Any) -> None:
+        """For a key whose value once could not be saved: refuse an unsaveable value at
+        put (it is encoded again at PREPARE, so put what you change still holds)."""
+        try:
+            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise StateError(
+                f"state {self.namespace!r}: cannot save the value of key {_user(ikey)!r} "
+                f"({type(value).__name__}): {exc}",
+                namespace=self.namespace,
+            ) from exc
 
     def _apply(self, writes: list[Write], what: str) -> None:
         expect = [
