@@ -30,8 +30,9 @@ Encodings: keys as JSON text (str, int, float, bool, None and tuples of them; a 
 comes back as it went in, a tuple as a tuple), so they read well in the backend;
 values with pickle, since they are the bolt's own objects. A value is encoded at
 PREPARE: what ``get`` returned and was then changed without ``put`` is not saved (as
-with Storm's Redis state): put what you change. A value that does not pickle fails its PREPARE; its key is
-checked at ``put`` from then on, so the input that puts one again fails alone.
+with Storm's Redis state): put what you change. A value that does not pickle fails its
+PREPARE; its key is checked at ``put`` from then on, so the input that puts one again
+fails alone.
 
 Memory: the changes since the last PREPARE and the prepared changes, as dicts (one
 checkpoint interval's distinct keys), and a cache of committed values of at most
@@ -168,17 +169,21 @@ class KeyValueState:
     # -- what the bolt uses ----------------------------------------------------------
 
     def put(self, key: Any, value: Any) -> None:
-        ikey = _internal(key)
-        if len(ikey if type(ikey) is str else ikey[0]) > _ALWAYS_FITS:
-            self._check_length(ikey)
-        if self._suspect and ikey in self._suspect:
-            self._check_saveable(ikey, value)
-        self._pending[ikey] = value
+        # A str key is its own internal key: the per-input path stays a few dict steps.
+        if type(key) is str:
+            if len(key) > _ALWAYS_FITS:
+                self._check_length(key)
+        else:
+            key = _internal(key)
+            if len(key[0]) > _ALWAYS_FITS:
+                self._check_length(key)
+        if self._suspect and key in self._suspect:
+            self._check_saveable(key, value)
+        self._pending[key] = value
 
     def get(self, key: Any, default: Any = None) -> Any:
-        return self._get(_internal(key), default)
-
-    def _get(self, key: Any, default: Any) -> Any:
+        if type(key) is not str:
+            key = _internal(key)
         value = self._pending.get(key, _MISSING)
         if value is not _MISSING:
             return default if value is _DELETED else value
@@ -196,7 +201,7 @@ class KeyValueState:
         ikey = _internal(key)
         if len(ikey if type(ikey) is str else ikey[0]) > _ALWAYS_FITS:
             self._check_length(ikey)
-        old = self._get(ikey, None)
+        old = self.get(key)
         self._pending[ikey] = _DELETED
         return old
 
