@@ -4,6 +4,7 @@ prepare-hash layout, what survives a restart, and the guards."""
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -201,3 +202,75 @@ def test_the_cache_is_bounded_and_stays_true() -> None:
     assert [state.get(i) for i in range(50)] == list(range(50))
     assert len(state._cache) <= 8
     assert [state.get(i) for i in range(50)] == list(range(50))
+
+
+def test_keys_equal_in_python_but_stored_apart_answer_the_same_before_and_after_a_restart(
+    provider: Provider,
+) -> None:
+    """2, 2.0 and True == 1 are one dict key to Python but three keys in the store (JSON
+    text): the state answers as the store does, live, from its cache and after a restart
+    (it answered get(2) with the value put as 2.0 until a restart, then None)."""
+    state = KeyValueState(provider.open(), "kv")
+    state.put(2.0, "float")
+    state.put(True, "bool")
+    state.put((1, 2.0), "tuple")
+
+    def answers(s: KeyValueState) -> list[Any]:
+        return [s.get(2), s.get(2.0), s.get(1), s.get(True), s.get((1, 2)), s.get((1, 2.0))]
+
+    live = answers(state)
+    assert live == [None, "float", None, "bool", None, "tuple"]
+    state.prepare_commit(1)
+    state.commit(1)
+    assert answers(state) == live
+    restarted = KeyValueState(provider.open(), "kv")
+    assert answers(restarted) == live  # a miss cached for 2 does not hide 2.0
+    assert answers(restarted) == live
+    assert sorted(map(repr, dict(restarted))) == ["(1, 2.0)", "2.0", "True"]
+    restarted.put(2, "int")
+    assert restarted.delete(1) is None and restarted.get(True) == "bool"
+    restarted.prepare_commit(2)
+    restarted.commit(2)
+    again = KeyValueState(provider.open(), "kv")
+    assert [again.get(2), again.get(2.0), again.get(True)] == ["int", "float", "bool"]
+    assert [type(k) for k, _ in again if k == 2] == [int, float]
+
+
+def test_a_key_too_long_for_the_store_is_refused_at_put_not_at_the_checkpoint(
+    provider: Provider,
+) -> None:
+    """Refused at PREPARE, a key too long failed the whole checkpoint (every input of
+    the interval) at each replay; refused at put, only its own input fails."""
+    state = KeyValueState(provider.open(), "kv")
+    for key in ("x" * 5000, "\U0001f600" * 400, ("a", "y" * 4100)):
+        with pytest.raises(StateError, match=r"'kv': key .* over the store's 4096"):
+            state.put(key, 1)
+        with pytest.raises(StateError, match="over the store's 4096"):
+            state.delete(key)
+    state.put("x" * 4000, 1)  # fits: stored, read back after a restart
+    state.put("\U0001f600" * 341, 2)
+    state.prepare_commit(1)
+    state.commit(1)
+    restarted = KeyValueState(provider.open(), "kv")
+    assert restarted.get("x" * 4000) == 1 and restarted.get("\U0001f600" * 341) == 2
+
+
+def test_after_a_value_could_not_be_saved_its_key_is_checked_at_put(provider: Provider) -> None:
+    """The PREPARE that meets an unsaveable value fails (all of its interval's inputs are
+    replayed); from then on a put of that key with such a value raises at once, so only
+    the input that makes it fails, and the next PREPARE goes through."""
+    state = KeyValueState(provider.open(), "kv")
+    state.put("good", 1)
+    state.put("bad", lambda: None)
+    with pytest.raises(StateError, match="'bad'"):
+        state.prepare_commit(1)
+    state.rollback()
+    state.put("good", 1)
+    with pytest.raises(StateError, match=r"'kv': cannot save the value of key 'bad'"):
+        state.put("bad", lambda: None)
+    state.put("bad", [1])  # a value that saves is taken, and changed later as ever
+    state.get("bad").append(2)
+    state.prepare_commit(1)
+    state.commit(1)
+    restarted = KeyValueState(provider.open(), "kv")
+    assert restarted.get("good") == 1 and restarted.get("bad") == [1, 2]

@@ -5,13 +5,15 @@ in both checkpoint modes."""
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from tupletree import BasicBolt, Bolt, Config, LocalCluster, TopologyBuilder
+from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.errors import InvalidConfigError, InvalidTopologyError
 from tupletree.state import (
     CHECKPOINT_COMPONENT,
@@ -25,6 +27,7 @@ from tupletree.state import (
 )
 from tupletree.state.protocol import COMMITTING, PREPARING
 from tupletree.store.codec import loads_json
+from tupletree.store.memory import forget
 from tupletree.testing import AckFailTracker, FeederSpout
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import validate_structure
@@ -470,3 +473,122 @@ def test_complete_topology_runs_a_stateful_topology_with_mocked_sources(sim_clus
     )
     assert sorted(read_tuples(results, "count")) == [["a", 1], ["b", 1], ["b", 2], ["c", 1]]
     assert results.acked["source"] == {0, 1}
+
+
+def test_two_stateful_topologies_on_one_store_are_told_to_use_a_store_each(sim_cluster):
+    """Distinct component ids, one store: both checkpoint spouts keep their progress in
+    ``$checkpointspout-0`` and refuse each other's writes. The error says why and what to
+    do (it blamed a second instance of the spout, which there is not)."""
+    name = f"two-topologies-{uuid.uuid4().hex}"
+    conf = {
+        Config.TOPOLOGY_STATE_PROVIDER: "memory",
+        Config.TOPOLOGY_STATE_PROVIDER_CONFIG: {"name": name},
+    }
+    try:
+        for topology in ("first", "second"):
+            b = TopologyBuilder()
+            b.set_spout(f"{topology}-feed", FeederSpout(["word", "msg", "pos"]))
+            b.set_bolt(f"{topology}-count", StatefulWordCount()).shuffle_grouping(
+                f"{topology}-feed"
+            )
+            sim_cluster.submit_topology(topology, conf, b.create_topology())
+            sim_cluster.advance_time(3)
+        errors = sim_cluster.errors("first") + sim_cluster.errors("second")
+        assert errors, "two topologies shared one checkpoint progress unnoticed"
+        assert all("another stateful topology uses the same store" in e for e in errors)
+        assert all("distinct prefix" in e for e in errors)
+    finally:
+        forget(name)
+
+
+class CountWords(StatefulBolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
+        self.collector.ack(tup)
+
+
+def test_a_key_too_long_fails_its_own_input_not_the_checkpoint(sim_cluster):
+    """A key the store refuses failed the PREPARE, so every input of that checkpoint was
+    failed with it; refused at put, only the input that made it fails."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["word"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("count", CountWords()).shuffle_grouping("feed")
+    sim_cluster.submit_topology("wc", {}, b.create_topology())
+    feeder.feed(["short"], msg_id="short")
+    feeder.feed(["x" * 5000], msg_id="long")
+    sim_cluster.advance_time(3)
+    assert tracker.acked == {"short"} and tracker.failed == {"long"}
+    (error,) = sim_cluster.errors("wc")
+    assert "state 'count-0': key 'xxx" in error and "over the store's 4096" in error
+
+
+class ReplayingWords(Spout):
+    """Emits ``words`` once each (msg id: the index), a failed one again a second later on
+    the cluster's clock; counts acks in a journal."""
+
+    outputs = ["word"]
+
+    def __init__(self, words: list[str], acked: SharedList) -> None:
+        self.words = words
+        self.acked = acked
+
+    def open(self, conf, context, collector):
+        self.collector, self.now = collector, context.now
+        self.todo = list(range(len(self.words)))
+        self.later: list[tuple[float, int]] = []
+
+    def next_tuple(self):
+        now = self.now()
+        self.todo += [i for at, i in self.later if at <= now]
+        self.later = [(at, i) for at, i in self.later if at > now]
+        if self.todo:
+            i = self.todo.pop(0)
+            self.collector.emit([self.words[i]], msg_id=i)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.later.append((self.now() + 1, msg_id))
+
+
+class KeepsWhatItGets(StatefulBolt):
+    """state[word] = a lock (which cannot be saved) for "lock", else 1."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup[0], threading.Lock() if tup[0] == "lock" else 1)
+        self.collector.ack(tup)
+
+
+def test_one_unsaveable_value_does_not_stop_every_other_input(sim_cluster):
+    """A value that cannot be pickled failed every PREPARE it reached, and with it every
+    input of the interval, at each replay: nothing was ever acked. Now its key is checked
+    at put after the first failure, so only that input keeps failing."""
+    acked = SharedList(f"acked-{uuid.uuid4().hex}")
+    words = [f"w{i}" for i in range(20)]
+    words[5] = "lock"
+    b = TopologyBuilder()
+    b.set_spout("words", ReplayingWords(words, acked))
+    b.set_bolt("keep", KeepsWhatItGets()).shuffle_grouping("words")
+    sim_cluster.submit_topology("keep", {}, b.create_topology())
+    sim_cluster.advance_time(10)
+    assert set(acked.items()) == set(range(20)) - {5}
+    assert all("cannot save the value of key 'lock'" in e for e in sim_cluster.errors("keep"))

@@ -63,6 +63,9 @@ def test_a_file_that_cannot_be_opened_is_a_store_error_naming_it(tmp_path: Path)
     missing = tmp_path / "no-such-dir" / "s.db"
     with pytest.raises(StoreError, match=r"sqlite store '.*no-such-dir/s\.db': cannot open"):
         open_store("sqlite", {"path": str(missing)})
+    # SQLite says only "unable to open database file": the error says why.
+    with pytest.raises(StoreError, match=r"its folder '.*no-such-dir' does not exist"):
+        open_store("sqlite", {"path": str(missing)})
     not_sqlite = tmp_path / "text.db"
     not_sqlite.write_text("this is not a database" * 100)
     with pytest.raises(StoreError, match=r"text\.db'"):

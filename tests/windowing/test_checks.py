@@ -107,8 +107,11 @@ def test_a_count_window_larger_than_the_cap_is_refused():
 
 def test_a_session_gap_longer_than_the_timeout_is_refused():
     bolt = Noop().with_session_window(Duration.seconds(45))
-    with pytest.raises(InvalidConfigError, match="session gap is 45000 ms"):
+    with pytest.raises(InvalidConfigError, match="session gap is 45000 ms") as refused:
         submit(bolt, {})
+    # A session window cannot be persistent: the error does not offer that way out.
+    assert "persistent" not in str(refused.value)
+    assert str(refused.value).endswith("at least 45 s or shorten the gap")
 
 
 def test_the_cap_key_has_a_finite_range():
@@ -159,6 +162,21 @@ def test_the_late_stream_is_declared_with_its_one_field():
     )
     streams = topology(bolt).components["win"].streams
     assert streams["late"].fields == ["late_tuple"] and streams["default"].fields == ["x"]
+
+
+class Declares(WindowedBolt):
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["x"])
+        declarer.declare_stream("late", ["y"])
+
+
+@pytest.mark.parametrize(("bolt", "stream"), [(Declares(), "late"), (Noop(), "default")])
+def test_a_late_stream_named_as_one_of_the_bolts_own_is_refused_naming_the_call(bolt, stream):
+    """The builder said "declares stream 'late' twice", of a stream the bolt declared
+    once: the error names with_late_tuple_stream, which declared the other."""
+    bolt = bolt.with_tumbling_window(Count(2)).with_timestamp_field("ts")
+    with pytest.raises(InvalidTopologyError, match=rf"with_late_tuple_stream\('{stream}'\)"):
+        topology(bolt.with_late_tuple_stream(stream))
 
 
 def test_a_generator_execute_is_refused_like_a_bolts():

@@ -3,6 +3,8 @@ input it ignores or refuses, what the bolt may not do, and its state."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -105,6 +107,23 @@ def test_a_timestamp_that_is_not_a_number_is_a_clear_error():
     ex, _, _ = running(bolt)
     with pytest.raises(ValueError, match="is str '12', not a number of milliseconds"):
         ex.execute(Tuple([1, "12"], SOURCES[0]))
+
+
+def test_a_timestamp_of_any_real_number_type_is_taken_in_whole_milliseconds():
+    """A Decimal (what a database driver gives for a numeric column) or a Fraction is a
+    number: it was refused as "not a number of milliseconds"."""
+    bolt = Keep().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts")
+    ex, context, _ = running(bolt)
+    ex.execute(Tuple([1, Decimal("103.7")], SOURCES[0]))
+    ex.execute(Tuple([2, Fraction(209, 2)], SOURCES[0]))
+    ex.execute(Tuple([3, 125], SOURCES[0]))
+    context.now_ms += 1000
+    for hook in context.hooks:
+        hook()
+    assert ex._watermarks.last == 125 and bolt.windows == [[1, 2]]  # the window (100, 110]
+    for bad in (Decimal("NaN"), Decimal("Infinity"), 1j):
+        with pytest.raises(ValueError, match="not a number of milliseconds"):
+            ex.execute(Tuple([3, bad], SOURCES[0]))
 
 
 def test_window_state_round_trips_into_a_new_task():

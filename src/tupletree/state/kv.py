@@ -30,7 +30,9 @@ Encodings: keys as JSON text (str, int, float, bool, None and tuples of them; a 
 comes back as it went in, a tuple as a tuple), so they read well in the backend;
 values with pickle, since they are the bolt's own objects. A value is encoded at
 PREPARE: what ``get`` returned and was then changed without ``put`` is not saved (as
-with Storm's Redis state): put what you change.
+with Storm's Redis state): put what you change. A value that does not pickle fails its
+PREPARE; its key is checked at ``put`` from then on, so the input that puts one again
+fails alone.
 
 Memory: the changes since the last PREPARE and the prepared changes, as dicts (one
 checkpoint interval's distinct keys), and a cache of committed values of at most
@@ -45,7 +47,7 @@ import pickle
 from collections.abc import Iterator
 from typing import Any, Final
 
-from tupletree.store.base import Clear, Delete, Expect, Put, Store, Write
+from tupletree.store.base import MAX_KEY_CHARS, Clear, Delete, Expect, Put, Store, Write
 
 TOMBSTONE: Final = b""
 PREPARE_SUFFIX: Final = "$prepare"
@@ -53,6 +55,10 @@ TXID_SUFFIX: Final = "$txid"
 COMMIT_TXID_KEY: Final = "commit"
 PREPARE_TXID_KEY: Final = "prepare"
 CACHE_ENTRIES = 100_000
+
+# A str key this long or shorter fits the store's key limit whatever it holds: JSON
+# writes a character as at most 12 (an astral one as two \uXXXX escapes), plus quotes.
+_ALWAYS_FITS: Final = (MAX_KEY_CHARS - 2) // 12
 
 _MISSING: Final[Any] = object()
 _DELETED: Final[Any] = object()
@@ -101,6 +107,36 @@ def decode_key(text: str) -> Any:
     return _tupled(json.loads(text))
 
 
+def _internal(key: Any) -> Any:
+    """The key the state's own dicts use: a str as it is, any other key as its stored
+    text in a 1-tuple (never equal to a str). Python's dicts take 2, 2.0 and True==1 for
+    one key and the store, keyed by JSON text, does not: keyed by the raw key, a value
+    put as 2.0 was read back by get(2) until a restart and not after, and a miss cached
+    for 2 hid 2.0. Keyed by the text, the state answers as its store does."""
+    kind = type(key)
+    if kind is str:
+        return key
+    if kind is int:
+        return (str(key),)  # json.dumps's text for an int, without its cost
+    _check_key(key)
+    return (encode_key(key),)
+
+
+def _stored(ikey: Any) -> str:
+    """The store's key for an internal key."""
+    return encode_key(ikey) if type(ikey) is str else ikey[0]
+
+
+def _from_stored(text: str) -> Any:
+    """The internal key for a key read from the store (written by ``encode_key``)."""
+    return json.loads(text) if text.startswith('"') else (text,)
+
+
+def _user(ikey: Any) -> Any:
+    """The key as the bolt put it (a tuple comes back a tuple)."""
+    return ikey if type(ikey) is str else decode_key(ikey[0])
+
+
 def _txid(data: bytes | None) -> int | None:
     return None if data is None else int(data)
 
@@ -120,22 +156,34 @@ class KeyValueState:
         self._cache_entries = cache_entries
         self._pending: dict[Any, Any] = {}
         self._cache: dict[Any, bytes | None] = {}
+        # Keys whose value could not be saved at a PREPARE: checked at put since.
+        self._suspect: set[Any] = set()
         commit, prepare = store.get(self._txid_ns, [COMMIT_TXID_KEY, PREPARE_TXID_KEY])
         self.commit_txid = _txid(commit)
         self.prepare_txid = _txid(prepare)
         # What was prepared and not committed when this task's last instance stopped.
         self._prepared: dict[Any, bytes] = {
-            decode_key(k): v for k, v in store.items(self._prepare_ns)
+            _from_stored(k): v for k, v in store.items(self._prepare_ns)
         }
 
     # -- what the bolt uses ----------------------------------------------------------
 
     def put(self, key: Any, value: Any) -> None:
-        if type(key) is not str and type(key) is not int:
-            _check_key(key)
+        # A str key is its own internal key: the per-input path stays a few dict steps.
+        if type(key) is str:
+            if len(key) > _ALWAYS_FITS:
+                self._check_length(key)
+        else:
+            key = _internal(key)
+            if len(key[0]) > _ALWAYS_FITS:
+                self._check_length(key)
+        if self._suspect and key in self._suspect:
+            self._check_saveable(key, value)
         self._pending[key] = value
 
     def get(self, key: Any, default: Any = None) -> Any:
+        if type(key) is not str:
+            key = _internal(key)
         value = self._pending.get(key, _MISSING)
         if value is not _MISSING:
             return default if value is _DELETED else value
@@ -150,10 +198,11 @@ class KeyValueState:
 
     def delete(self, key: Any) -> Any:
         """Remove ``key``; returns the value it had (None if none)."""
-        if type(key) is not str and type(key) is not int:
-            _check_key(key)
+        ikey = _internal(key)
+        if len(ikey if type(ikey) is str else ikey[0]) > _ALWAYS_FITS:
+            self._check_length(ikey)
         old = self.get(key)
-        self._pending[key] = _DELETED
+        self._pending[ikey] = _DELETED
         return old
 
     def __contains__(self, key: Any) -> bool:
@@ -164,7 +213,7 @@ class KeyValueState:
         newer changes. Reads the whole committed namespace: a cost in the state's size."""
         merged: dict[Any, Any] = {}
         for k, data in self._store.items(self.namespace):
-            merged[decode_key(k)] = data
+            merged[_from_stored(k)] = data
         for key, data in self._prepared.items():
             if data == TOMBSTONE:
                 merged.pop(key, None)
@@ -176,7 +225,7 @@ class KeyValueState:
             else:
                 merged[key] = _Live(value)
         for key, value in merged.items():
-            yield key, value.value if isinstance(value, _Live) else pickle.loads(value)
+            yield _user(key), value.value if isinstance(value, _Live) else pickle.loads(value)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         return iter(self)
@@ -192,7 +241,7 @@ class KeyValueState:
                 namespace=self.namespace,
             )
         encoded = self._encode_pending()
-        writes: list[Write] = [Put(self._prepare_ns, encode_key(k), v) for k, v in encoded.items()]
+        writes: list[Write] = [Put(self._prepare_ns, _stored(k), v) for k, v in encoded.items()]
         writes.append(Put(self._txid_ns, PREPARE_TXID_KEY, _txid_bytes(txid)))  # type: ignore[arg-type]
         self._apply(writes, f"prepare txid {txid}")
         self._prepared.update(encoded)
@@ -216,7 +265,7 @@ class KeyValueState:
         ns = self.namespace
         writes: list[Write] = []
         for key, data in self._prepared.items():
-            k = encode_key(key)
+            k = _stored(key)
             writes.append(Delete(ns, k) if data == TOMBSTONE else Put(ns, k, data))
         writes.append(Put(self._txid_ns, COMMIT_TXID_KEY, _txid_bytes(txid)))  # type: ignore[arg-type]
         writes.append(Clear(self._prepare_ns))
@@ -243,13 +292,25 @@ class KeyValueState:
 
     # -- inside ----------------------------------------------------------------------
 
+    def _check_length(self, ikey: Any) -> None:
+        """Refuse at put a key the store would refuse at PREPARE: there it would fail the
+        whole checkpoint, and with it every input of the interval, again at each replay."""
+        chars = len(_stored(ikey))
+        if chars > MAX_KEY_CHARS:
+            raise StateError(
+                f"state {self.namespace!r}: key {_user(ikey)!r:.80}... is {chars} characters "
+                f"stored (JSON text), over the store's {MAX_KEY_CHARS}; use a shorter key "
+                "(a digest of it, say)",
+                namespace=self.namespace,
+            )
+
     def _committed(self, key: Any) -> bytes | None:
         cache = self._cache
         try:
             return cache[key]
         except KeyError:
             pass
-        (data,) = self._store.get(self.namespace, [encode_key(key)])
+        (data,) = self._store.get(self.namespace, [_stored(key)])
         if len(cache) >= self._cache_entries:
             # Forget the oldest quarter: cheap, and a hot key comes back on its next get.
             for old in list(cache)[: max(1, self._cache_entries // 4)]:
@@ -259,6 +320,7 @@ class KeyValueState:
 
     def _encode_pending(self) -> dict[Any, bytes]:
         encoded: dict[Any, bytes] = {}
+        failed: list[tuple[Any, Any, Exception]] = []
         for key, value in self._pending.items():
             if value is _DELETED:
                 encoded[key] = TOMBSTONE
@@ -266,12 +328,32 @@ class KeyValueState:
             try:
                 encoded[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
-                raise StateError(
-                    f"state {self.namespace!r}: cannot save the value of key {key!r} "
-                    f"({type(value).__name__}): {exc}",
-                    namespace=self.namespace,
-                ) from exc
+                failed.append((key, value, exc))
+        if failed:
+            # The whole PREPARE fails, and every input of the interval is replayed: from
+            # now on these keys' values are checked at put, so the input that puts one
+            # again fails alone instead of failing every checkpoint it reaches.
+            self._suspect.update(key for key, _, _ in failed)
+            key, value, exc = failed[0]
+            more = f" (and {len(failed) - 1} more keys)" if len(failed) > 1 else ""
+            raise StateError(
+                f"state {self.namespace!r}: cannot save the value of key {_user(key)!r} "
+                f"({type(value).__name__}){more}: {exc}",
+                namespace=self.namespace,
+            ) from exc
         return encoded
+
+    def _check_saveable(self, ikey: Any, value: Any) -> None:
+        """For a key whose value once could not be saved: refuse an unsaveable value at
+        put (it is encoded again at PREPARE, so put what you change still holds)."""
+        try:
+            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise StateError(
+                f"state {self.namespace!r}: cannot save the value of key {_user(ikey)!r} "
+                f"({type(value).__name__}): {exc}",
+                namespace=self.namespace,
+            ) from exc
 
     def _apply(self, writes: list[Write], what: str) -> None:
         expect = [

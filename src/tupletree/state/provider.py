@@ -19,8 +19,9 @@ per task: namespace ``<component>-<task index>``. Storm names it by the global t
 the index is the same thing while a component's task count stays fixed (it does, across
 a rebalance), and unlike the global id it does not move when another component's task
 count changes. The checkpoint spout's own namespace is ``$checkpointspout-<index>``.
-Two topologies that share one store must not share component ids (or must use distinct
-store prefixes where the backend has them).
+Two different stateful topologies need distinct stores (a prefix, or a memory store's
+name): distinct component ids are not enough, since both have a ``$checkpointspout``
+and its progress is one per store.
 """
 
 from __future__ import annotations

@@ -154,8 +154,12 @@ class CheckpointSpout(Spout):
         writes = [Put(self._ns, TX_STATE_KEY, data), *(extra or [])]
         if not self._store.apply(writes, [Expect(self._ns, TX_STATE_KEY, self._stored)]):
             raise StateError(
-                f"checkpoint spout: its state in {self._store.name} changed since it last "
-                "wrote it: another instance of the checkpoint spout is running",
+                f"checkpoint spout: its state in {self._store.name} (namespace "
+                f"{self._ns!r}) changed since it last wrote it: another instance of the "
+                "checkpoint spout is running, or another stateful topology uses the same "
+                "store; its checkpoint spout keeps its progress in the same namespace "
+                "(one per store, whatever the component ids), so give each topology its "
+                "own store: a distinct prefix (memory: a distinct name)",
                 namespace=self._ns,
             )
         self._stored = data

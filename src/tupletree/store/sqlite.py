@@ -107,7 +107,9 @@ class SQLiteStore(Store):
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
-            raise StoreError(f"{self.name}: cannot open: {exc}", store=self.name) from exc
+            folder = os.path.dirname(self.path)
+            why = "" if os.path.isdir(folder) else f" (its folder {folder!r} does not exist)"
+            raise StoreError(f"{self.name}: cannot open: {exc}{why}", store=self.name) from exc
         except BaseException:
             if conn is not None:
                 conn.close()

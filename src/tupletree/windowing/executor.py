@@ -49,10 +49,12 @@ decode)`` (the manager's queue and policies, the watermark generator) in plain v
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from tupletree.config import DEFAULTS, Config
+from tupletree.errors import InvalidTopologyError
 from tupletree.topology.components import DEFAULT_STREAM, Bolt, check_called_methods
 from tupletree.windowing.manager import Expired, Fired, make_manager
 from tupletree.windowing.sessions import SessionManager
@@ -163,9 +165,20 @@ class WindowedBoltExecutor(Bolt):
         spec = self.bolt.window_spec
         spec.validate(declarer.component)
         check_called_methods(declarer.component, self.bolt, "bolt")
-        if spec.late_stream is not None:
-            declarer.declare_stream(spec.late_stream, [LATE_TUPLE_FIELD])
         self.bolt.declare_output_fields(declarer)
+        late = spec.late_stream
+        if late is not None:
+            if late in declarer.streams:
+                # Said here: the declarer's "declares stream twice" names no late stream.
+                raise InvalidTopologyError(
+                    f"windowed bolt {declarer.component!r}: with_late_tuple_stream({late!r}) "
+                    f"names a stream the bolt declares itself; late tuples go on a stream of "
+                    f"their own (declared for you, field {LATE_TUPLE_FIELD!r}): pick another "
+                    "name",
+                    component=declarer.component,
+                    stream=late,
+                )
+            declarer.declare_stream(late, [LATE_TUPLE_FIELD])
 
     def check_config(self, conf: dict[str, Any], component: str) -> None:
         self.bolt.window_spec.check_config(conf, component, self.persistent)
@@ -289,6 +302,13 @@ class WindowedBoltExecutor(Bolt):
             return value
         if isinstance(value, float) and value == value and abs(value) != NEVER:
             return int(value)
+        # Other numbers (a Decimal from a database driver, a Fraction), whole ms too;
+        # NaN and infinities raise here and are refused below.
+        if isinstance(value, numbers.Number) and not isinstance(value, bool | complex):
+            try:
+                return int(value)
+            except (TypeError, ValueError, OverflowError):
+                pass
         raise TimestampError(
             f"windowed bolt {self._component!r}: the timestamp of a tuple from "
             f"{tup.source_component!r} stream {tup.source_stream!r} is "

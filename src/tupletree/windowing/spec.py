@@ -142,13 +142,18 @@ class WindowSpec:
             secs = conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
             if held_ms > secs * 1000:
                 what = "session gap" if self.session else "window length + sliding interval"
+                # Session windows cannot be persistent (persistent.py refuses them).
+                remedy = (
+                    "shorten the gap"
+                    if self.session
+                    else "shorten the window, or make it persistent"
+                )
                 raise InvalidConfigError(
                     f"windowed bolt {component!r}: its {what} is {held_ms} ms, more than "
                     f"{Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS} = {secs} s ({secs * 1000:g} "
                     "ms); a window acks its tuples only as they leave it, so they would "
                     "time out and be replayed while still in the window. Raise the "
-                    f"timeout to at least {math.ceil(held_ms / 1000)} s, shorten the "
-                    "window, or make it persistent",
+                    f"timeout to at least {math.ceil(held_ms / 1000)} s or {remedy}",
                     key=Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS,
                     value=secs,
                 )
