@@ -177,6 +177,12 @@ def test_unreachable_peer_blocks_instead_of_growing() -> None:
     a.flush()
     assert a.blocked()
     assert a.frames_sent == 0
+    # Each flush retries the frame: it was sealed once (a MAC over the whole payload),
+    # and keeps its number, rather than being sealed again at every retry.
+    sealed = a._links[1].sequence
+    for _ in range(3):
+        a.flush()
+    assert a._links[1].sequence == sealed and a.blocked()
     a.close()
 
 

@@ -255,6 +255,25 @@ def test_a_key_too_long_for_the_store_is_refused_at_put_not_at_the_checkpoint(
     assert restarted.get("x" * 4000) == 1 and restarted.get("\U0001f600" * 341) == 2
 
 
+def test_the_keys_checked_at_put_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Input decides how many keys ever hold an unsaveable value: the set of keys
+    checked at put starts over past its bound, and a key forgotten so is caught at its
+    next PREPARE again."""
+    monkeypatch.setattr("tupletree.state.kv.MAX_SUSPECT_KEYS", 3)
+    state = KeyValueState(MemoryStore(), "kv")
+    for round_ in range(4):
+        for k in range(2):
+            state.put(f"bad-{round_}-{k}", lambda: None)
+        with pytest.raises(StateError, match="and 1 more keys"):
+            state.prepare_commit(round_ + 1)
+        state.rollback()
+        assert len(state._suspect) <= 3
+    assert state._suspect == {"bad-3-0", "bad-3-1"}
+    state.put("bad-0-0", lambda: None)  # forgotten: taken at put, refused at PREPARE
+    with pytest.raises(StateError, match="'bad-0-0'"):
+        state.prepare_commit(5)
+
+
 def test_after_a_value_could_not_be_saved_its_key_is_checked_at_put(provider: Provider) -> None:
     """The PREPARE that meets an unsaveable value fails (all of its interval's inputs are
     replayed); from then on a put of that key with such a value raises at once, so only

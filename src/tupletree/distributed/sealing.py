@@ -63,6 +63,11 @@ def sender_header(sender: str) -> bytes:
     return len(raw).to_bytes(2, "big") + raw
 
 
+def seal_overhead(sender: str) -> int:
+    """The bytes a seal adds to each payload ``sender`` sends: mac, header, number."""
+    return MAC_BYTES + len(sender_header(sender)) + SEQUENCE_BYTES
+
+
 class Link:
     """A sender's end of the link to one receiver: seals frames for it, numbered."""
 
@@ -73,7 +78,7 @@ class Link:
         self._header = sender_header(sender)
         self.receiver = receiver
         self.sequence = first_sequence  # the number of the latest frame sealed
-        self.overhead = MAC_BYTES + len(self._header) + SEQUENCE_BYTES
+        self.overhead = seal_overhead(sender)
 
     def seal(self, payload: bytes) -> bytes:
         """The frame that carries ``payload`` to this link's receiver, with the next

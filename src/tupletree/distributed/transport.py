@@ -74,6 +74,7 @@ from tupletree.distributed.sealing import (
     claimed_sender,
     link_key,
     open_frame,
+    seal_overhead,
 )
 from tupletree.topology.tuple import TupleSource
 
@@ -119,7 +120,7 @@ class Transport:
         port = self._pull.bind_to_random_port(f"tcp://{host}")
         self.address = f"tcp://{host}:{port}"
         # The most a frame's payload may take: the limit less a seal's overhead.
-        self._max_payload = max_frame_bytes - Link(key, self.address, "", 0).overhead
+        self._max_payload = max_frame_bytes - seal_overhead(self.address)
         self._open_key = link_key(key, self.address)
         self.replays = ReplayGuard()
         self._on_unserializable = on_unserializable

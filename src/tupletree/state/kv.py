@@ -55,6 +55,9 @@ TXID_SUFFIX: Final = "$txid"
 COMMIT_TXID_KEY: Final = "commit"
 PREPARE_TXID_KEY: Final = "prepare"
 CACHE_ENTRIES = 100_000
+# Keys remembered as once unsaveable (checked at put): input can make any number, so a
+# bound; past it the set starts over, and a forgotten key costs one PREPARE again.
+MAX_SUSPECT_KEYS = 10_000
 
 # A str key this long or shorter fits the store's key limit whatever it holds: JSON
 # writes a character as at most 12 (an astral one as two \uXXXX escapes), plus quotes.
@@ -333,14 +336,12 @@ class KeyValueState:
             # The whole PREPARE fails, and every input of the interval is replayed: from
             # now on these keys' values are checked at put, so the input that puts one
             # again fails alone instead of failing every checkpoint it reaches.
+            if len(self._suspect) + len(failed) > MAX_SUSPECT_KEYS:
+                self._suspect.clear()
             self._suspect.update(key for key, _, _ in failed)
             key, value, exc = failed[0]
             more = f" (and {len(failed) - 1} more keys)" if len(failed) > 1 else ""
-            raise StateError(
-                f"state {self.namespace!r}: cannot save the value of key {_user(key)!r} "
-                f"({type(value).__name__}){more}: {exc}",
-                namespace=self.namespace,
-            ) from exc
+            raise self._unsaveable(key, value, exc, more) from exc
         return encoded
 
     def _check_saveable(self, ikey: Any, value: Any) -> None:
@@ -349,11 +350,14 @@ class KeyValueState:
         try:
             pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
-            raise StateError(
-                f"state {self.namespace!r}: cannot save the value of key {_user(ikey)!r} "
-                f"({type(value).__name__}): {exc}",
-                namespace=self.namespace,
-            ) from exc
+            raise self._unsaveable(ikey, value, exc) from exc
+
+    def _unsaveable(self, ikey: Any, value: Any, exc: Exception, more: str = "") -> StateError:
+        return StateError(
+            f"state {self.namespace!r}: cannot save the value of key {_user(ikey)!r} "
+            f"({type(value).__name__}){more}: {exc}",
+            namespace=self.namespace,
+        )
 
     def _apply(self, writes: list[Write], what: str) -> None:
         expect = [

@@ -155,8 +155,12 @@ class MasterBatchCoordinator(Spout):
             elif type(o) is Committed and not self._committed(o.attempt):
                 return  # reloaded: the table's later decisions (a next $commit) are void
 
+    def _stream_names(self) -> str:
+        """This coordinator's streams (new_stream's names), for its errors."""
+        return ", ".join(repr(t) for t, _ in self.spouts)
+
     def _lost(self, exc: BaseException, what: str) -> None:
-        names = ", ".join(repr(t) for t, _ in self.spouts)
+        names = self._stream_names()
         self.collector.report_error(
             RuntimeError(
                 f"trident coordinator {self.group} (streams {names}) could not {what} in "
@@ -218,7 +222,7 @@ class MasterBatchCoordinator(Spout):
         if not recorded:
             # Another coordinator moved the txid: never commit twice; start over from
             # what is stored.
-            names = ", ".join(repr(t) for t, _ in self.spouts)
+            names = self._stream_names()
             self.collector.report_error(
                 RuntimeError(
                     f"trident coordinator {self.group} (streams {names}): txid {txid} was "

@@ -69,7 +69,7 @@ def check_factory(factory: Any, what: str) -> None:
     """TypeError naming ``what`` unless ``factory`` is a StateFactory instance."""
     refuse_class(factory, f"{what}'s state factory")
     if not callable(getattr(factory, "make_state", None)):
-        raise TypeError(f"{what} takes a StateFactory first, got {factory!r}")
+        raise TypeError(f"{what} needs a StateFactory (an object with make_state), got {factory!r}")
 
 
 def _leading(args: Sequence[Any]) -> tuple[list[str] | None, list[Any]]:

@@ -8,11 +8,7 @@ from typing import Any
 
 from tupletree.topology.fields import Fields
 from tupletree.trident.spout.interfaces import IBatchSpout, SpoutType
-
-
-def _fields(fields: Any) -> Fields:
-    """A Fields, a list of names, or one name: a str is one field, not its letters."""
-    return Fields([fields] if isinstance(fields, str) else list(fields))
+from tupletree.trident.stream import as_fields
 
 
 def _rows(values: Any) -> list[list[Any]]:
@@ -31,7 +27,7 @@ class FixedBatchSpout(IBatchSpout):
     spout_type = SpoutType.TRANSACTIONAL
 
     def __init__(self, fields: Any, max_batch_size: int, *outputs: Any) -> None:
-        self.fields = _fields(fields)
+        self.fields = Fields(as_fields(fields, "FixedBatchSpout's fields"))
         if (
             isinstance(max_batch_size, bool)
             or not isinstance(max_batch_size, int)
@@ -98,7 +94,7 @@ class FeederBatchSpout(IBatchSpout):
     def __init__(self, fields: Any) -> None:
         import uuid
 
-        self.fields = _fields(fields)
+        self.fields = Fields(as_fields(fields, "FeederBatchSpout's fields"))
         self.key = uuid.uuid4().hex
         with self._lock:
             self._queues[self.key] = deque()

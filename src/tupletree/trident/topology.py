@@ -22,10 +22,9 @@ from typing import Any
 from tupletree.topology.builder import Topology
 from tupletree.topology.fields import Fields
 from tupletree.trident.graph import DRPC, OP, SPOUT, STATE, Node
-from tupletree.trident.operation import refuse_class
 from tupletree.trident.processors import Join, Merge
 from tupletree.trident.spout.adapt import adapt
-from tupletree.trident.stream import Stream, TridentState, as_fields
+from tupletree.trident.stream import Stream, TridentState, as_fields, check_factory
 
 INNER, OUTER = "inner", "outer"
 
@@ -78,9 +77,7 @@ class TridentTopology:
 
     def new_static_state(self, factory: Any) -> TridentState:
         """A state no stream writes, to query with ``state_query``."""
-        refuse_class(factory, "new_static_state's state factory")
-        if not callable(getattr(factory, "make_state", None)):
-            raise TypeError(f"new_static_state takes a StateFactory, got {factory!r}")
+        check_factory(factory, "new_static_state")
         node = self._add(
             STATE, [], [], label="static state", state_id=self._state_id(), factory=factory
         )
