@@ -63,8 +63,11 @@ def measure(frames: int = 500) -> dict[str, float]:
     and the process's CPU microseconds per item (both sides and the I/O thread: what a
     crossing takes from the cores), over ``frames`` frames."""
     ctx = zmq.Context.instance()
-    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
-    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None)
+    # SAME_HOST_IPC=0: over TCP loopback, as workers of different hosts (or before
+    # 2026-11-27) send; by default the two, on one host, use the Unix socket.
+    ipc = os.environ.get("SAME_HOST_IPC", "1") != "0"
+    a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
     a.set_peer(1, b.address)
     words, sentences, acks = frame_items()
     to_count = a.remote_inbox(COUNT_TASK, 1)

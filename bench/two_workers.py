@@ -61,7 +61,13 @@ def run_worker(
     topology = spark_bench.topology(total // workers, workers, corpus=corpus)
     full_conf = conf(workers)
     placement = assign(make_layout(topology, full_conf), workers)
-    transport = Transport(zmq.Context.instance(), "127.0.0.1", KEY, lambda item, exc: None)
+    transport = Transport(
+        zmq.Context.instance(),
+        "127.0.0.1",
+        KEY,
+        lambda item, exc: None,
+        same_host_ipc=os.environ.get("SAME_HOST_IPC", "1") != "0",
+    )
     transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
     transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
     shared[("address", index)] = transport.address

@@ -67,6 +67,9 @@ class Config:
     # bolt task holds (its window's tuples, or its open sessions'); input beyond it is
     # failed at once, so its spout replays it (windowing/executor.py).
     TOPOLOGY_WINDOW_MAX_EVENTS = "tupletree.window.max.events"
+    # Not Storm's: workers of one host (same address) send each other frames over a Unix
+    # socket instead of TCP loopback (distributed/transport.py; Linux). False: TCP only.
+    TUPLETREE_WORKER_SAME_HOST_IPC = "tupletree.worker.same.host.ipc"
 
     # Stateful bolts (tupletree.state): Storm's checkpoint keys, and the aligned mode
     # (beyond Storm: docs/state.md).
@@ -242,6 +245,7 @@ SETTINGS: dict[str, Setting] = {
     Config.TUPLETREE_CLUSTER_MASTER: Setting(None, _text_or_none),
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
+    Config.TUPLETREE_WORKER_SAME_HOST_IPC: Setting(True, _bool),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

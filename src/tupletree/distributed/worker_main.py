@@ -21,6 +21,7 @@ from typing import Any
 
 import zmq
 
+from tupletree.config import Config
 from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, Ready, data_key
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.gc_tuning import worker_gc
@@ -95,6 +96,7 @@ class TopologyWorkerMain:
                 unserializable,
                 bad_frame,
                 on_rejected=rejected,
+                same_host_ipc=self.conf[Config.TUPLETREE_WORKER_SAME_HOST_IPC],
             )
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
