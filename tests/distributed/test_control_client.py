@@ -175,3 +175,20 @@ def test_send_once_waits_for_the_ack(driver):
     t.join(5)
     assert result["acked"] is True
     assert send_once(driver.address, 0, 0, protocol.Exiting(), timeout=0.1) is False
+
+
+def test_a_waker_freed_before_its_socket_was_closed_does_not_block_the_next_one() -> None:
+    """The I/O thread closes a Waker's receiving socket, maybe after the Waker itself is
+    gone; a new Waker (which CPython may place at the freed one's address) still binds."""
+    from tupletree.distributed.waker import Waker
+
+    ctx = zmq.Context.instance()
+    left_open = []
+    for _ in range(20):
+        waker = Waker(ctx)
+        left_open.append(waker.rx)  # its I/O thread has not closed it yet
+        waker.close()
+        del waker
+    assert len({sock.LAST_ENDPOINT for sock in left_open}) == 20
+    for sock in left_open:
+        sock.close(linger=0)

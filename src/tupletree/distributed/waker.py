@@ -8,10 +8,17 @@ and ``wake`` that thread, which polls ``rx`` with its socket and ``drain``s it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 
 import zmq
+
+
+# Names are numbered, not taken from id(self): a Waker freed while its I/O thread had
+# not yet closed its PULL socket left the name bound, and a new Waker at the same id
+# failed with "Address already in use" (seen once in tests/distributed).
+_names = itertools.count()
 
 
 class Waker:
@@ -20,7 +27,7 @@ class Waker:
     side (later wakes do nothing)."""
 
     def __init__(self, ctx: zmq.Context) -> None:
-        address = f"inproc://tupletree-wake-{os.getpid()}-{id(self)}"
+        address = f"inproc://tupletree-wake-{os.getpid()}-{next(_names)}"
         self.rx = ctx.socket(zmq.PULL)
         self.rx.bind(address)
         self._tx: zmq.Socket | None = ctx.socket(zmq.PUSH)
