@@ -57,15 +57,18 @@ def frame_items() -> tuple[list[Any], list[Any], list[Any]]:
     return words, sentences, acks
 
 
-def measure(frames: int = 500) -> dict[str, float]:
+def measure(frames: int = 500, same_host_ipc: bool | None = None) -> dict[str, float]:
     """``{"send_us", "receive_us", "cpu_us", "items_per_frame"}``: wall-clock microseconds
     per item on each side (the receive side's include waiting for ZeroMQ's I/O thread),
     and the process's CPU microseconds per item (both sides and the I/O thread: what a
     crossing takes from the cores), over ``frames`` frames."""
     ctx = zmq.Context.instance()
-    # SAME_HOST_IPC=0: over TCP loopback, as workers of different hosts (or before
-    # 2026-11-27) send; by default the two, on one host, use the Unix socket.
-    ipc = os.environ.get("SAME_HOST_IPC", "1") != "0"
+    # Over TCP loopback with ``same_host_ipc`` False (or SAME_HOST_IPC=0), as workers of
+    # different hosts send (less the network), and as all did before 2026-11-27; by
+    # default the two, on one host, use the Unix socket.
+    ipc = same_host_ipc
+    if ipc is None:
+        ipc = os.environ.get("SAME_HOST_IPC", "1") != "0"
     a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
     b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
     a.set_peer(1, b.address)

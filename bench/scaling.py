@@ -13,8 +13,9 @@ each run bench/two_workers.py's loop (forked worker processes, no Spark):
 - two independent one-worker runs at once (balanced data): what two busy cores cost
   each other here (contention), which no design removes.
 
-Then, in the same process, bench/crossing.py's loop (F frames): the wall-clock cost of
-one item that crosses workers, send and receive sides.
+Then bench/crossing.py's loop (F frames), twice: the CPU cost of one item that crosses
+workers, send and receive sides, over the Unix socket that workers of one host use and
+over TCP loopback (what workers on different hosts pay, the network's own time aside).
 
 The model (notes/performance.md, "Scaling model"): with W workers on W cores and
 balanced data, a sentence costs the one-worker CPU time L plus X(W) crossing items at
@@ -26,8 +27,8 @@ c each, spread over W cores that each run 1/k as fast as one alone (k: contentio
             each uniformly)
     speedup(W) = W L / (L + X(W) c) / k
 
-Prints medians; the model's figure for 2 workers next to the measured one shows how
-far to trust it.
+Prints medians, and the model with each c; the model's figure for 2 workers next to
+the measured one shows how far to trust it.
 """
 
 from __future__ import annotations
@@ -98,15 +99,16 @@ def at_once(sentences: int, corpus: str) -> list[dict[str, Any]]:
     return results
 
 
-def _crossing_into(queue: Any, frames: int) -> None:
-    queue.put(crossing.measure(frames))
+def _crossing_into(queue: Any, frames: int, same_host_ipc: bool) -> None:
+    queue.put(crossing.measure(frames, same_host_ipc))
 
 
-def crossing_cost(frames: int) -> dict[str, float]:
-    """bench/crossing.py's figures, measured in a fresh process (its own ZeroMQ context)."""
+def crossing_cost(frames: int, same_host_ipc: bool = True) -> dict[str, float]:
+    """bench/crossing.py's figures, measured in a fresh process (its own ZeroMQ context):
+    over the Unix socket workers of one host use, or over TCP loopback."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    p = ctx.Process(target=_crossing_into, args=(queue, frames))
+    p = ctx.Process(target=_crossing_into, args=(queue, frames, same_host_ipc))
     p.start()
     result = queue.get(timeout=600)
     p.join()
@@ -129,6 +131,7 @@ def main() -> None:
         two_z = two_workers.run(n, 2, "zipf")
         both = at_once(n, "zipf")
         cross = crossing_cost(args.frames)
+        cross_tcp = crossing_cost(args.frames, same_host_ipc=False)
         row = {
             "one_b": one_b["sentences_per_s"],
             "two_b": two_b["sentences_per_s"],
@@ -141,6 +144,7 @@ def main() -> None:
             "contention": statistics.mean(_cpu_us(r, n) for r in both) / _cpu_us(one_z, n),
             "items_z": _items_per_sentence(two_z, n),
             "item_us": cross["cpu_us"],
+            "item_tcp_us": cross_tcp["cpu_us"],
             "send_us": cross["send_us"],
             "receive_us": cross["receive_us"],
         }
@@ -150,7 +154,8 @@ def main() -> None:
             f"{row['two_b']:,.0f}/s ({row['two_b'] / row['one_b']:.2f}x); balanced 1 worker "
             f"{row['one_z']:,.0f}/s, 2 workers {row['two_z']:,.0f}/s "
             f"({row['two_z'] / row['one_z']:.2f}x); contention {row['contention']:.2f}; "
-            f"crossing {row['item_us']:.2f} us CPU per item",
+            f"crossing {row['item_us']:.2f} us CPU per item "
+            f"({row['item_tcp_us']:.2f} over TCP)",
             flush=True,
         )
 
@@ -175,7 +180,8 @@ def main() -> None:
     print(
         f"  measured costs: one worker L = {one_us:.2f} us CPU per sentence (balanced); a "
         f"crossing item c = {item_us:.2f} us CPU (bench/crossing.py: both sides and "
-        f"ZeroMQ's I/O thread; wall clock {med('send_us'):.2f} us to send, "
+        f"ZeroMQ's I/O thread, over the Unix socket of one host; over TCP loopback "
+        f"{med('item_tcp_us'):.2f}; wall clock {med('send_us'):.2f} us to send, "
         f"{med('receive_us'):.2f} to receive); contention k = {k:.2f} (two busy cores); "
         f"items crossing per sentence at 2 workers {med('items_z'):.2f} counted, "
         f"{crossing_items(2):.2f} modelled"
@@ -187,12 +193,17 @@ def main() -> None:
         f"{med_ratio('two_z', 'one_z'):.2f}x (the 2-worker run spends {implied:.2f} us per "
         "crossing item, contention aside)"
     )
-    print("  model, balanced data, W workers on W cores (speedup over one worker):")
+    tcp_us = med("item_tcp_us")
+    print(
+        "  model, balanced data, W workers on W cores (speedup over one worker), every "
+        "crossing at c (one host) and at TCP's c (hosts apart, the network's own time aside):"
+    )
     for w in (2, 4, 8, 16):
         s = speedup(w, one_us, item_us, k)
+        s_tcp = speedup(w, one_us, tcp_us, k)
         print(
             f"    W={w:>2}: X(W) = {crossing_items(w):5.2f} items per sentence, "
-            f"{s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s"
+            f"{s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s; over TCP {s_tcp:5.2f}x"
         )
 
 

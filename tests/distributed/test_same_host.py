@@ -125,24 +125,22 @@ def test_a_taken_unix_socket_name_makes_it_pick_another_port(monkeypatch: Any) -
     """The name follows the TCP port; a process that took the name of a port before
     the worker bound it costs the worker a retry on another port, not its start."""
     ctx = zmq.Context.instance()
-    squatter = ctx.socket(zmq.PULL)
-    probe = ctx.socket(zmq.PULL)
-    taken = probe.bind_to_random_port("tcp://127.0.0.1")
-    probe.close(linger=0)
-    squatter.bind(same_host_endpoint(f"tcp://127.0.0.1:{taken}"))
     real = zmq.Socket.bind_to_random_port
-    ports = iter([taken])
+    squatters: list[zmq.Socket] = []
+    taken: list[int] = []
 
-    def first_the_taken_port(self: zmq.Socket, addr: str, *args: Any, **kwargs: Any) -> int:
-        port = next(ports, None)
-        if port is None:
-            return real(self, addr, *args, **kwargs)
-        self.bind(f"{addr}:{port}")
+    def first_port_squatted(self: zmq.Socket, addr: str, *args: Any, **kwargs: Any) -> int:
+        port = real(self, addr, *args, **kwargs)
+        if not squatters:
+            squatter = ctx.socket(zmq.PULL)
+            squatter.bind(same_host_endpoint(f"{addr}:{port}"))
+            squatters.append(squatter)
+            taken.append(port)
         return port
 
-    monkeypatch.setattr(zmq.Socket, "bind_to_random_port", first_the_taken_port)
+    monkeypatch.setattr(zmq.Socket, "bind_to_random_port", first_port_squatted)
     b = transport()
-    assert b.address != f"tcp://127.0.0.1:{taken}"
+    assert b.address != f"tcp://127.0.0.1:{taken[0]}"
     a = transport()
     a.set_peer(1, b.address)
     send_words(a, ["retried"])
@@ -151,26 +149,23 @@ def test_a_taken_unix_socket_name_makes_it_pick_another_port(monkeypatch: Any) -
     assert inboxes[5][0].values == ["retried"]
     a.close()
     b.close()
-    squatter.close(linger=0)
+    squatters[0].close(linger=0)
 
 
 def test_when_every_name_is_taken_the_error_names_the_setting(monkeypatch: Any) -> None:
     ctx = zmq.Context.instance()
-    squatters = []
     real = zmq.Socket.bind_to_random_port
+    squatters: list[zmq.Socket] = []
 
     def squatted(self: zmq.Socket, addr: str, *args: Any, **kwargs: Any) -> int:
-        probe = ctx.socket(zmq.PULL)
-        port = real(probe, addr)
-        probe.close(linger=0)
+        port = real(self, addr, *args, **kwargs)
         squatter = ctx.socket(zmq.PULL)
         squatter.bind(same_host_endpoint(f"{addr}:{port}"))
         squatters.append(squatter)
-        self.bind(f"{addr}:{port}")
         return port
 
     monkeypatch.setattr(zmq.Socket, "bind_to_random_port", squatted)
-    with pytest.raises(OSError, match="tupletree.worker.same.host.ipc"):
+    with pytest.raises(OSError, match=r"tupletree\.worker\.same\.host\.ipc"):
         transport()
     assert len(squatters) == transport_module.BIND_ATTEMPTS
     for s in squatters:
@@ -179,5 +174,5 @@ def test_when_every_name_is_taken_the_error_names_the_setting(monkeypatch: Any) 
 
 def test_the_setting_is_on_by_default_and_must_be_a_bool() -> None:
     assert validate({})[Config.TUPLETREE_WORKER_SAME_HOST_IPC] is True
-    with pytest.raises(InvalidConfigError, match="tupletree.worker.same.host.ipc"):
+    with pytest.raises(InvalidConfigError, match=r"tupletree\.worker\.same\.host\.ipc"):
         validate({Config.TUPLETREE_WORKER_SAME_HOST_IPC: "no"})

@@ -14,7 +14,6 @@ import threading
 
 import zmq
 
-
 # Names are numbered, not taken from id(self): a Waker freed while its I/O thread had
 # not yet closed its PULL socket left the name bound, and a new Waker at the same id
 # failed with "Address already in use" (seen once in tests/distributed).
