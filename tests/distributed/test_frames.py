@@ -275,7 +275,7 @@ class MarksWhenLoaded:
 def _signed_frame() -> bytes:
     src = TupleSource("spout", "default", 1, Fields(["v"]))
     lists = {3: [Tuple([MarksWhenLoaded()], src, 5, 6), Tuple(["w"], src, 5, 7)], 9: [(1, 5, 3, 0)]}
-    return Link(KEY, "tcp://127.0.0.1:1", RECEIVER, 41).seal(encode(lists, _dumps))
+    return Link(KEY, "tcp://127.0.0.1:1", RECEIVER, 41, bytes(8)).seal(encode(lists, _dumps))
 
 
 RECEIVER = "tcp://127.0.0.1:2"

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tupletree.distributed import sealing
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.sealing import (
     MAC_BYTES,
@@ -20,10 +21,11 @@ from tupletree.distributed.sealing import (
 
 KEY = data_key(new_secret())
 A, B, C = "tcp://127.0.0.2:40001", "tcp://127.0.0.3:40002", "tcp://127.0.0.3:40003"
+ID1, ID2 = b"\x01" * 8, b"\x02" * 8
 
 
 def test_a_frame_opens_only_for_its_receiver_with_its_number_and_payload() -> None:
-    link = Link(KEY, A, B, first_sequence=1_000)
+    link = Link(KEY, A, B, first_sequence=1_000, link_id=ID1)
     first, second = link.seal(b"one"), link.seal(b"two")
     assert open_frame(link_key(KEY, B), first) == (A, 1_001, b"one")
     assert open_frame(link_key(KEY, B), second) == (A, 1_002, b"two")
@@ -35,12 +37,14 @@ def test_a_frame_opens_only_for_its_receiver_with_its_number_and_payload() -> No
 
 def test_keys_over_64_bytes_and_odd_links_are_handled() -> None:
     long_key = bytes(range(100))
-    frame = Link(long_key, A, B, 0).seal(b"")
+    frame = Link(long_key, A, B, 0, ID1).seal(b"")
     assert open_frame(link_key(long_key, B), frame) == (A, 1, b"")
     with pytest.raises(ValueError, match="first_sequence"):
-        Link(KEY, A, B, -1)
+        Link(KEY, A, B, -1, ID1)
+    with pytest.raises(ValueError, match="link id is 8 bytes"):
+        Link(KEY, A, B, 0, b"short")
     with pytest.raises(ValueError, match="65,535 bytes"):
-        Link(KEY, "x" * 70_000, B, 0)
+        Link(KEY, "x" * 70_000, B, 0, ID1)
     with pytest.raises(ValueError, match="max_senders"):
         ReplayGuard(0)
 
@@ -58,7 +62,7 @@ def test_each_frame_is_admitted_once_in_order_and_every_replay_refused(
     them dropped on the way (a peer that went away); an attacker re-sends recorded
     ones, any of them, at any point after they passed. Every genuine frame that arrives
     is admitted, and no replay is."""
-    link = Link(KEY, A, B, first)
+    link = Link(KEY, A, B, first, ID1)
     key = link_key(KEY, B)
     guard = ReplayGuard()
     recorded: list[bytes] = []
@@ -102,3 +106,46 @@ def test_the_guard_holds_at_most_its_bound_and_forgets_the_least_recent(
     # The most recent `bound` senders are remembered: their last frames are refused again.
     for sender in recency[-bound:]:
         assert guard.admit(sender, number[sender]) == number[sender]
+
+
+def test_any_change_to_a_frame_header_or_payload_opens_nothing() -> None:
+    """The header is not under the tag, but its sender and link id make the key and its
+    number the nonce: a frame with any one byte changed, anywhere, is refused, and so
+    is one with bytes cut or added."""
+    frame = Link(KEY, A, B, 77, ID1).seal(b"payload bytes")
+    key = link_key(KEY, B)
+    assert open_frame(key, frame) == (A, 78, b"payload bytes")
+    for i in range(len(frame)):
+        changed = bytearray(frame)
+        changed[i] ^= 0x01
+        assert open_frame(key, bytes(changed)) is None, i
+    assert open_frame(key, frame[:-1]) is None
+    assert open_frame(key, frame + b"x") is None
+    assert open_frame(key, frame[: MAC_BYTES + 2]) is None
+
+
+def test_two_lives_of_a_sender_on_one_address_never_share_a_key() -> None:
+    """A worker restarted on its old port, whose clock went back, numbers its frames as
+    its earlier life did: its new link id gives them another key, so the same number
+    never tags two payloads under one key (what Poly1305 must never do); each opens
+    as its own."""
+    old, new = Link(KEY, A, B, 500, ID1), Link(KEY, A, B, 500, ID2)
+    a, b = old.seal(b"first life"), new.seal(b"second life")
+    assert a[:MAC_BYTES] != b[:MAC_BYTES]
+    key = link_key(KEY, B)
+    assert open_frame(key, a) == (A, 501, b"first life")
+    assert open_frame(key, b) == (A, 501, b"second life")
+    # The tag of one life's frame does not carry over to the other's header.
+    assert open_frame(key, b[:MAC_BYTES] + a[MAC_BYTES:]) is None
+
+
+def test_the_receivers_cache_of_link_keys_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Headers a stranger makes up make cache entries too: the cache starts over at
+    MAX_OPENERS, and frames go on opening."""
+    monkeypatch.setattr(sealing, "MAX_OPENERS", 3)
+    key = link_key(KEY, B)
+    ciphers: dict[bytes, object] = {}
+    for i in range(10):
+        link = Link(KEY, f"tcp://127.0.0.2:{40000 + i}", B, 0, ID1)
+        assert open_frame(key, link.seal(b"x"), ciphers) is not None  # type: ignore[arg-type]
+        assert len(ciphers) <= 3

@@ -358,10 +358,10 @@ def test_a_stranger_pushing_pickles_to_a_worker_runs_nothing(tmp_path) -> None:
     for frame in (
         evil,
         stranger + evil,
-        Link(wrong_key, "tcp://evil:1", b.address, 0).seal(evil),
-        Link(wrong_key, a.address, b.address, 0).seal(evil),
+        Link(wrong_key, "tcp://evil:1", b.address, 0, bytes(8)).seal(evil),
+        Link(wrong_key, a.address, b.address, 0, bytes(8)).seal(evil),
         # The right key, sealed for another worker: does not open here either.
-        Link(KEY, a.address, "tcp://127.0.0.1:9", 0).seal(evil),
+        Link(KEY, a.address, "tcp://127.0.0.1:9", 0, bytes(8)).seal(evil),
     ):
         attacker.send(frame)
     src = TupleSource("spout", "default", 1, Fields(["v"]))

@@ -1,14 +1,19 @@
 """Sealing data frames: what makes a frame between workers authentic, addressed and new.
 
-A data frame is ``mac (32) | sender length (2) | sender address | sequence (8) | payload``
-(the payload is frames.py's layout).
+A data frame is ``tag (16) | sender length (2) | sender address | link id (8) |
+sequence (8) | payload`` (the payload is frames.py's layout).
 
-- **Authentic.** The mac is a keyed BLAKE2b of everything after it. The receiver checks
-  it before it reads anything but the frame's length (``open_frame``): a payload is
-  marshalled and may hold pickles, which run code when loaded.
+- **Authentic.** The tag is ChaCha20-Poly1305's (RFC 8439), used for authentication
+  only: no plaintext, the payload as associated data, under a key of the link and a
+  nonce of the frame's number. The receiver checks it before it reads anything but the
+  header's bytes, which it needs to pick the key (``open_frame``): a payload is
+  marshalled and may hold pickles, which run code when loaded. The header is not under
+  the tag and need not be: its sender address and link id are part of the key, its
+  number is the nonce, so changing any of them opens nothing.
 - **Addressed.** The key is the topology's data key bound to the receiver's address
-  (``link_key``), so a frame sealed for one worker does not open at another, nor at a
-  worker that took over a dead one's place under a new address.
+  (``link_key``), then to the sender's address and the link's id, so a frame sealed for
+  one worker does not open at another, nor at a worker that took over a dead one's place
+  under a new address.
 - **New.** A sender numbers the frames of each link, one up per frame, in the order it
   sends them; the receiver keeps the highest number seen from each sender
   (``ReplayGuard``) and refuses a frame not above it. ZeroMQ delivers one connection's
@@ -17,13 +22,26 @@ A data frame is ``mac (32) | sender length (2) | sender address | sequence (8) |
   what that would have done). Numbers may skip (a frame sealed and then dropped with its
   peer), never repeat.
 
+Why ChaCha20-Poly1305 and not the keyed BLAKE2b of before: CPython's BLAKE2b is its
+portable C, about 14 instructions a byte, the largest single cost of a frame crossing
+(539 of 3,954 instructions per item); OpenSSL's Poly1305, through the ``cryptography``
+package, is vectorised: per 10 KB frame 26k instructions and 2.6 us against 143k and
+11.6 us here (notes/performance.md, 2026-11-27).
+
+What a Poly1305 key must never do is tag two payloads under one nonce (the two tags
+would give away that nonce's one-time key, and a forgery under it). A link's nonces
+are its numbers, which never repeat within a link; and every ``Link`` (each life of a
+sender, each new peer address) draws a random 64-bit link id, which enters its key, so
+two links never share a key even when a restarted worker gets its port back and a
+clock stepped back repeats its numbers.
+
 Why a link's numbers start at the clock (``time.time_ns()`` when the link is made) and
-not at 1: a worker restarted on the same host may get the same port back, so its frames
-carry the same sender address as its earlier life's; starting from the clock puts them
-above every number that earlier life used (it would have had to send more than one
-frame a nanosecond to catch up). A clock stepped back between two lives of a worker on
-one address, on the same port, would get its frames refused until the numbers pass the
-old ones; the ports are random, so that needs both at once.
+not at 1: the receiver's guard knows senders by address, and a worker restarted on the
+same host may get the same port back; starting from the clock puts its numbers above
+every number its earlier life used (it would have had to send more than one frame a
+nanosecond to catch up). A clock stepped back between two lives of a worker on one
+address, on the same port, would get its frames refused until the numbers pass the old
+ones; the ports are random, so that needs both at once.
 
 Left open, on purpose: a receiver restarted on the same address (the same random port)
 forgets what it saw, so until a sender's next frame arrives there, a recorded frame to
@@ -32,31 +50,52 @@ it holds ``max_senders`` (each is a real worker process: only the key's holders 
 entries), so a long-dead sender's frames could be replayed once each after thousands
 of restarts.
 
-Pure: no sockets, no clock of its own (the caller passes a link's first number).
+Pure: no sockets, no clock and no randomness of its own (the caller passes a link's
+first number and its id).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 from typing import Any
 
-MAC_BYTES = 32
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+MAC_BYTES = 16  # Poly1305's tag
+LINK_ID_BYTES = 8
 SEQUENCE_BYTES = 8
+# Links whose keys a receiver keeps made (one per sender's life; a stranger's made-up
+# headers make entries too, so a bound: past it the cache starts over).
+MAX_OPENERS = 4096
 _LINK_KEY_CONTEXT = b"tupletree data frames to "
+_SENDER_KEY_CONTEXT = b"tupletree data frames from "
+_NONCE_PAD = bytes(12 - SEQUENCE_BYTES)
 
 
 def link_key(key: bytes, receiver: str) -> bytes:
-    """The key that seals frames for the worker at ``receiver`` (its address): the data
-    key bound to that address, 64 bytes (BLAKE2b's largest key)."""
+    """The key frames for the worker at ``receiver`` (its address) are sealed under,
+    before a sender's address and link id are bound in: the data key bound to the
+    receiver's address, 64 bytes (BLAKE2b's largest key)."""
     if len(key) > 64:
         key = hashlib.blake2b(key).digest()
     return hashlib.blake2b(_LINK_KEY_CONTEXT + receiver.encode("utf-8"), key=key).digest()
 
 
+def _link_cipher(receiver_key: bytes, sender_and_link: bytes) -> ChaCha20Poly1305:
+    """The cipher of one link: ``receiver_key`` bound to the header's length-prefixed
+    sender address and link id."""
+    return ChaCha20Poly1305(
+        hashlib.blake2b(
+            _SENDER_KEY_CONTEXT + sender_and_link, key=receiver_key, digest_size=32
+        ).digest()
+    )
+
+
 def sender_header(sender: str) -> bytes:
-    """What follows the mac in every frame ``sender`` seals: its address, length-prefixed
-    (outside the payload, so that even a frame refused says whom it claims to be from)."""
+    """What follows the tag in every frame ``sender`` seals, before the link id: its
+    address, length-prefixed (outside the payload, so that even a frame refused says
+    whom it claims to be from)."""
     raw = sender.encode("utf-8")
     if len(raw) > 0xFFFF:
         raise ValueError(f"a sender address must fit in 65,535 bytes, got {len(raw):,}")
@@ -64,49 +103,72 @@ def sender_header(sender: str) -> bytes:
 
 
 def seal_overhead(sender: str) -> int:
-    """The bytes a seal adds to each payload ``sender`` sends: mac, header, number."""
-    return MAC_BYTES + len(sender_header(sender)) + SEQUENCE_BYTES
+    """The bytes a seal adds to each payload ``sender`` sends: tag, header, link id,
+    number."""
+    return MAC_BYTES + len(sender_header(sender)) + LINK_ID_BYTES + SEQUENCE_BYTES
 
 
 class Link:
-    """A sender's end of the link to one receiver: seals frames for it, numbered."""
+    """A sender's end of the link to one receiver: seals frames for it, numbered.
 
-    def __init__(self, key: bytes, sender: str, receiver: str, first_sequence: int) -> None:
+    ``link_id``: 8 bytes the caller draws at random for each Link (they make its key
+    its own: the module's docstring says why that matters)."""
+
+    def __init__(
+        self, key: bytes, sender: str, receiver: str, first_sequence: int, link_id: bytes
+    ) -> None:
         if not 0 <= first_sequence < 2**64 - 2**40:
             raise ValueError(f"first_sequence must be in [0, 2**64 - 2**40), got {first_sequence}")
-        self._key = link_key(key, receiver)
-        self._header = sender_header(sender)
+        if len(link_id) != LINK_ID_BYTES:
+            raise ValueError(f"a link id is {LINK_ID_BYTES} bytes, got {len(link_id)}")
+        self._header = sender_header(sender) + bytes(link_id)
+        self._cipher = _link_cipher(link_key(key, receiver), self._header)
         self.receiver = receiver
         self.sequence = first_sequence  # the number of the latest frame sealed
         self.overhead = seal_overhead(sender)
 
     def seal(self, payload: bytes) -> bytes:
         """The frame that carries ``payload`` to this link's receiver, with the next
-        number. One copy of the payload (into the frame), none for the mac."""
+        number. One copy of the payload (into the frame), none for the tag."""
         self.sequence += 1
-        head = self._header + self.sequence.to_bytes(SEQUENCE_BYTES, "big")
-        mac = hashlib.blake2b(head, key=self._key, digest_size=MAC_BYTES)
-        mac.update(payload)
-        return b"".join((mac.digest(), head, payload))
+        number = self.sequence.to_bytes(SEQUENCE_BYTES, "big")
+        tag = self._cipher.encrypt(_NONCE_PAD + number, b"", payload)
+        return b"".join((tag, self._header, number, payload))
 
 
-def open_frame(key: bytes, data: Any) -> tuple[str, int, Any] | None:
-    """``(sender, sequence, payload)`` of a frame sealed with ``key`` (``link_key`` of
-    the receiver's own address) whose mac checks out; None for any other bytes (too short
-    for a mac and a header, a mac that does not match, a header that does not fit).
-    Nothing of the frame is interpreted before its mac is checked but its length."""
-    if len(data) < MAC_BYTES + 2 + SEQUENCE_BYTES:
+def open_frame(
+    key: bytes, data: Any, ciphers: dict[bytes, ChaCha20Poly1305] | None = None
+) -> tuple[str, int, Any] | None:
+    """``(sender, sequence, payload)`` of a frame sealed for the receiver whose
+    ``link_key`` is ``key`` whose tag checks out; None for any other bytes (too short
+    for a tag and a header, a header that does not fit, a tag that does not match).
+    Nothing of the frame is interpreted before its tag is checked but the header's
+    length and bytes, which name the key to check it with. ``ciphers`` (the receiver's,
+    across frames) keeps each link's cipher made once, at most MAX_OPENERS of them."""
+    size = len(data)
+    if size < MAC_BYTES + 2 + LINK_ID_BYTES + SEQUENCE_BYTES:
         return None
-    body = data[MAC_BYTES:]
-    mac = hashlib.blake2b(body, key=key, digest_size=MAC_BYTES).digest()
-    if not hmac.compare_digest(data[:MAC_BYTES], mac):
+    n = int.from_bytes(data[MAC_BYTES : MAC_BYTES + 2], "big")
+    link_end = MAC_BYTES + 2 + n + LINK_ID_BYTES
+    start = link_end + SEQUENCE_BYTES
+    if size < start:
         return None
-    n = int.from_bytes(body[:2], "big")
-    if len(body) < 2 + n + SEQUENCE_BYTES:
-        return None  # only a sealer with the key could have made it; refuse it all the same
-    sender = bytes(body[2 : 2 + n]).decode("utf-8", "replace")
-    sequence = int.from_bytes(body[2 + n : 2 + n + SEQUENCE_BYTES], "big")
-    return sender, sequence, body[2 + n + SEQUENCE_BYTES :]
+    link = bytes(data[MAC_BYTES:link_end])
+    cipher = ciphers.get(link) if ciphers is not None else None
+    if cipher is None:
+        cipher = _link_cipher(key, link)
+        if ciphers is not None:
+            if len(ciphers) >= MAX_OPENERS:
+                ciphers.clear()
+            ciphers[link] = cipher
+    number = bytes(data[link_end:start])
+    payload = data[start:]
+    try:
+        cipher.decrypt(_NONCE_PAD + number, bytes(data[:MAC_BYTES]), payload)
+    except InvalidTag:
+        return None
+    sender = link[2 : 2 + n].decode("utf-8", "replace")
+    return sender, int.from_bytes(number, "big"), payload
 
 
 def claimed_sender(data: Any) -> str:

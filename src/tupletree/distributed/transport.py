@@ -49,13 +49,14 @@ dead process are never matched, and need not be).
 
 Authentication: a PULL socket takes frames from anyone who can reach it, and a pickle
 runs code when it is loaded (marshal, which reads the frame's layout, is not made for
-hostile input either). So every frame is sealed (distributed/sealing.py): a keyed
-BLAKE2b over the rest, with the topology's data key (``control.data_key``: the secret
-reaches workers inside their Spark task, never over this network) bound to the
-receiver's address, and a number per link that the receiver checks is above the last
-one it saw from that sender, so a recorded frame replayed is refused. The receiver
-checks the mac (``hmac.compare_digest``) before it reads anything else. A frame that
-fails, is too short to hold a mac, or is a replay is dropped and counted per the
+hostile input either). So every frame is sealed (distributed/sealing.py): a
+ChaCha20-Poly1305 tag over the payload, under the topology's data key
+(``control.data_key``: the secret reaches workers inside their Spark task, never over
+this network) bound to the receiver's address and the sending link, and a number per
+link that the receiver checks is above the last one it saw from that sender, so a
+recorded frame replayed is refused. The receiver checks the tag before it reads
+anything but the header. A frame that fails, is too short to hold a tag and a header,
+or is a replay is dropped and counted per the
 sender it claims (a bounded table: ``Rejections``), and reported through
 ``on_rejected`` at most every 10 s. Frames over ``max_frame_bytes`` are refused by
 ZeroMQ before they are read (``MAXMSGSIZE``; the connection that sent one is dropped);
@@ -73,6 +74,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -155,6 +157,7 @@ class Transport:
         # The most a frame's payload may take: the limit less a seal's overhead.
         self._max_payload = max_frame_bytes - seal_overhead(self.address)
         self._open_key = link_key(key, self.address)
+        self._ciphers: dict[bytes, Any] = {}  # per link: sealing.open_frame's cache
         self.replays = ReplayGuard()
         self._on_unserializable = on_unserializable
         self._on_bad_frame = on_bad_frame
@@ -250,7 +253,9 @@ class Transport:
         self.endpoints[worker] = endpoint
         self._push[worker] = sock
         self._addresses[worker] = address
-        self._links[worker] = Link(self._key, self.address, address, time.time_ns())
+        self._links[worker] = Link(
+            self._key, self.address, address, time.time_ns(), secrets.token_bytes(8)
+        )
 
     # -- sending ------------------------------------------------------------------
 
@@ -364,7 +369,7 @@ class Transport:
             except zmq.Again:
                 break
             data = frame.buffer
-            opened = open_frame(self._open_key, data)
+            opened = open_frame(self._open_key, data, self._ciphers)
             if opened is None:
                 self._reject(claimed_sender(data), f"{len(data)} bytes, bad or missing mac")
                 continue
