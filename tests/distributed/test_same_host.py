@@ -4,14 +4,13 @@ workers of different hosts over TCP; both paths carry sealed frames only."""
 from __future__ import annotations
 
 import sys
-import threading
 from collections import deque
 from typing import Any
 
 import pytest
 import zmq
 
-from tests.distributed.test_transport import receive_all
+from tests.distributed.test_transport import flush_all, receive_all
 from tupletree.config import Config, validate
 from tupletree.distributed import transport as transport_module
 from tupletree.distributed.control import data_key, new_secret
@@ -35,12 +34,17 @@ def transport(host: str = "127.0.0.1", **kwargs: Any) -> Transport:
 def send_words(a: Transport, words: list[str]) -> None:
     inbox = a.remote_inbox(5, worker=1)
     inbox.extend(Tuple([w], SRC, 11, 22) for w in words)
-    for _ in range(100):
-        a.flush()
-        if not a.blocked():
-            return
-        threading.Event().wait(0.02)
-    raise AssertionError("the frame was never taken by the socket")
+    flush_all(a)
+
+
+def assert_crosses(a: Transport, b: Transport, words: list[str]) -> None:
+    """``words`` sent from ``a`` arrive at ``b``, in order; then both are closed."""
+    send_words(a, words)
+    inboxes: dict[int, Any] = {5: deque()}
+    receive_all(b, inboxes, len(words))
+    assert [t.values[0] for t in inboxes[5]] == words
+    a.close()
+    b.close()
 
 
 def test_peers_of_one_host_use_the_unix_socket_and_not_tcp() -> None:
@@ -51,13 +55,9 @@ def test_peers_of_one_host_use_the_unix_socket_and_not_tcp() -> None:
     a.set_peer(1, b.address)
     assert a.endpoints[1] == same_host_endpoint(b.address)
     assert a.endpoints[1].startswith("ipc://@")
-    send_words(a, ["over", "the", "unix", "socket"])
-    inboxes: dict[int, Any] = {5: deque()}
-    receive_all(b, inboxes, 4)
-    assert [t.values[0] for t in inboxes[5]] == ["over", "the", "unix", "socket"]
-    assert b.received_from == {a.address: 1}  # counted by the sender's TCP address
-    a.close()
-    b.close()
+    sender = a.address
+    assert_crosses(a, b, ["over", "the", "unix", "socket"])
+    assert b.received_from == {sender: 1}  # counted by the sender's TCP address
 
 
 def test_peers_of_different_hosts_use_tcp() -> None:
@@ -67,12 +67,7 @@ def test_peers_of_different_hosts_use_tcp() -> None:
     b.socket.unbind(same_host_endpoint(b.address))
     a.set_peer(1, b.address)
     assert a.endpoints[1] == b.address
-    send_words(a, ["across", "hosts"])
-    inboxes: dict[int, Any] = {5: deque()}
-    receive_all(b, inboxes, 2)
-    assert [t.values[0] for t in inboxes[5]] == ["across", "hosts"]
-    a.close()
-    b.close()
+    assert_crosses(a, b, ["across", "hosts"])
 
 
 def test_turned_off_it_binds_no_unix_socket_and_sends_over_tcp() -> None:
@@ -82,12 +77,7 @@ def test_turned_off_it_binds_no_unix_socket_and_sends_over_tcp() -> None:
     probe.close(linger=0)
     a.set_peer(1, b.address)
     assert a.endpoints[1] == b.address
-    send_words(a, ["tcp"])
-    inboxes: dict[int, Any] = {5: deque()}
-    receive_all(b, inboxes, 1)
-    assert inboxes[5][0].values == ["tcp"]
-    a.close()
-    b.close()
+    assert_crosses(a, b, ["tcp"])
 
 
 def test_a_frame_pushed_to_the_unix_socket_unsealed_or_under_another_key_is_refused() -> None:
@@ -143,12 +133,7 @@ def test_a_taken_unix_socket_name_makes_it_pick_another_port(monkeypatch: Any) -
     assert b.address != f"tcp://127.0.0.1:{taken[0]}"
     a = transport()
     a.set_peer(1, b.address)
-    send_words(a, ["retried"])
-    inboxes: dict[int, Any] = {5: deque()}
-    receive_all(b, inboxes, 1)
-    assert inboxes[5][0].values == ["retried"]
-    a.close()
-    b.close()
+    assert_crosses(a, b, ["retried"])
     squatters[0].close(linger=0)
 
 
