@@ -8,14 +8,16 @@ instead of over TCP (``tupletree.worker.same.host.ipc``, on by default).
 
 Why: workers of one host (SparkCluster on ``local[*]``, several executors on one
 machine) paid the kernel's TCP loopback path for every frame. Alternated on the 2-core
-VM (notes/performance.md, 2026-11-27), two workers over the Unix socket ran the word
-count on 11% less CPU and ~9% faster. Two addresses with the same host are on one
+VM (notes/performance.md, 2026-11-27), two workers over the Unix socket ran the
+balanced word count on 7-12% less CPU per sentence, and a crossing item took a fifth
+less CPU. Two addresses with the same host are on one
 machine and in one network namespace, which is also the abstract namespace's scope; so
 whoever could reach the TCP port can reach the Unix socket, and no file is left behind
 by a worker that is killed. Nothing else changes: frames are sealed for the TCP address
 either way (a local process can write to the Unix socket as it can to the port, and is
-refused alike). An emit to a task on another
-worker appends the item to that task's list in the peer's buffer (``PeerBuffer``: the
+refused alike).
+
+An emit to a task on another worker appends the item to that task's list in the peer's buffer (``PeerBuffer``: the
 remote task's inbox is a plain list). After each scheduler round the worker calls
 ``flush_due``, which, when a frame is due, encodes each buffer as one frame
 (distributed/frames.py says how it is laid out: columns, marshalled; values that are
