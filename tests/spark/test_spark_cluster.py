@@ -124,14 +124,19 @@ CONF = {
 }
 
 
-def test_word_count_same_counts_as_local_cluster(cluster: SparkCluster) -> None:
-    """2 workers on Spark count exactly what LocalCluster counts, every tree acked."""
+@pytest.mark.parametrize("same_host_ipc", [True, False], ids=["unix-socket", "tcp"])
+def test_word_count_same_counts_as_local_cluster(
+    cluster: SparkCluster, same_host_ipc: bool
+) -> None:
+    """2 workers on Spark count exactly what LocalCluster counts, every tree acked:
+    the workers of this one host over their Unix sockets (the default), and over TCP."""
     total = 3000
     with LocalCluster() as local:
         local.submit_topology("wc", CONF, word_count(total))
         wait_for(lambda: local.metrics("wc")["sentences"]["acked"] >= total, 30, "local")
         expected = all_counts(local.metrics("wc"))
-    cluster.submit_topology("wc", CONF, word_count(total))
+    conf = {**CONF, Config.TUPLETREE_WORKER_SAME_HOST_IPC: same_host_ipc}
+    cluster.submit_topology("wc", conf, word_count(total))
     wait_for(lambda: cluster.metrics("wc")["sentences"]["acked"] >= total, 60, "spark acks")
     assert cluster.wait_idle(30)
     metrics = cluster.metrics("wc")
