@@ -8,6 +8,7 @@ import os
 import pickle
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ from tupletree.config import validate
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
 from tupletree.distributed.processes import pid_alive
 from tupletree.distributed.scheduler import assign
+from tupletree.distributed.transport import same_host_endpoint
 from tupletree.errors import InvalidConfigError
 from tupletree.runtime.worker import make_layout
 from tupletree.spark.cluster import SparkCluster
@@ -143,6 +145,15 @@ def test_word_count_same_counts_as_local_cluster(
     assert metrics["sentences"]["failed"] == 0
     assert all_counts(metrics) == expected
     assert cluster.errors("wc") == []
+    if sys.platform.startswith("linux"):
+        # The setting reached the workers: their Unix sockets are bound or not.
+        with open("/proc/net/unix") as table:
+            bound = {line.split()[-1] for line in table}
+        listening = [
+            "@" + same_host_endpoint(w.address).removeprefix("ipc://@") in bound
+            for w in cluster.workers("wc").values()
+        ]
+        assert listening == [same_host_ipc] * 2
     cluster.kill_topology("wc")
 
 
