@@ -173,3 +173,29 @@ def test_servers_config():
     assert _servers({}) == [("127.0.0.1", 3774)]
     with pytest.raises(ValueError, match=r"drpc\.servers"):
         _servers({"drpc.servers": [3]})
+
+
+def test_a_remote_topology_with_no_server_there_says_so_in_its_errors(cluster):
+    """A remote DRPC topology pointed where no DRPC server listens keeps trying (the
+    server may come later), and reports it once in the topology's errors, naming the
+    function, the address and where that is configured (it used to be one line in the
+    worker's log, and nothing a user of errors() or the web view could see)."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    builder = LinearDRPCTopologyBuilder("nowhere")
+    builder.add_bolt(ExclamationDRPC(), 1)
+    conf = {"drpc.servers": ["127.0.0.1"], "drpc.http.port": port}
+    cluster.submit_topology("nowhere", conf, builder.create_remote_topology())
+    deadline = time.monotonic() + 20
+    while not cluster.errors("nowhere") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    errors = cluster.errors("nowhere")
+    assert len(errors) == 1, errors
+    message = str(errors[0])
+    assert f"127.0.0.1:{port}" in message and "'nowhere'" in message
+    assert "drpc.servers" in message and "ConnectionError" in message
+    cluster.kill_topology("nowhere")

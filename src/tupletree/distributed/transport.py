@@ -17,11 +17,11 @@ by a worker that is killed. Nothing else changes: frames are sealed for the TCP 
 either way (a local process can write to the Unix socket as it can to the port, and is
 refused alike).
 
-An emit to a task on another worker appends the item to that task's list in the peer's buffer (``PeerBuffer``: the
-remote task's inbox is a plain list). After each scheduler round the worker calls
-``flush_due``, which, when a frame is due, encodes each buffer as one frame
-(distributed/frames.py says how it is laid out: columns, marshalled; values that are
-not plain data pickled once per frame).
+An emit to a task on another worker appends the item to that task's list in the peer's
+buffer (``PeerBuffer``: the remote task's inbox is a plain list). After each scheduler
+round the worker calls ``flush_due``, which, when a frame is due, encodes each buffer
+as one frame (distributed/frames.py says how it is laid out: columns, marshalled;
+values that are not plain data pickled once per frame).
 
 Backpressure: PUSH sockets have a small high-water mark and frames are sent without
 blocking. A frame that does not fit stays queued here, ``blocked()`` turns true, and

@@ -54,6 +54,7 @@ STOPPED_REASON = "the DRPC topology stopped before it processed the request"
 
 FETCH_BATCH = 64
 FETCH_WAIT_SECS = 0.5
+UNREACHABLE_KEPT = 16  # unreported "cannot fetch" events a spout keeps
 
 
 class DRPCSpout(Spout):
@@ -97,6 +98,8 @@ class DRPCSpout(Spout):
                     msg_id=request_id,
                 )
             return
+        if remote.unreachable:
+            self._report_unreachable(remote)
         try:
             host, port, request_id, args = remote.ready.popleft()
         except IndexError:
@@ -105,6 +108,20 @@ class DRPCSpout(Spout):
             [args, remote_return_info(host, port, request_id)],
             msg_id=(host, port, request_id),
         )
+
+    def _report_unreachable(self, remote: _RemoteSource) -> None:
+        """Report each server a fetcher lost (once per streak of failures) through the
+        collector, on the worker's thread: a topology whose DRPC server is not there
+        shows it in ``errors()`` and the web view, not only in a worker's log."""
+        while remote.unreachable:
+            host, port, reason = remote.unreachable.popleft()
+            self._collector.report_error(
+                ConnectionError(
+                    f"DRPC spout for {self.function!r} cannot fetch requests from "
+                    f"{host}:{port}: {reason}; it keeps trying (is a DRPC server running "
+                    "there? the topology's drpc.servers and drpc.http.port say where)"
+                )
+            )
 
     def ack(self, msg_id: Any) -> None:
         pass  # ReturnResults already delivered the result.
@@ -171,6 +188,10 @@ class _RemoteSource:
         self.batch = batch
         self.wait_secs = wait_secs
         self.ready: deque[tuple[str, int, str, str]] = deque()
+        # (host, port, reason) of each server a fetcher started failing to reach, for the
+        # spout to report on its own thread; bounded, as a flapping server adds one per
+        # streak.
+        self.unreachable: deque[tuple[str, int, str]] = deque(maxlen=UNREACHABLE_KEPT)
         self.active = False
         self._stopping = threading.Event()
         self._failures: queue.SimpleQueue[tuple[str, int, str, str] | None] = queue.SimpleQueue()
@@ -230,6 +251,7 @@ class _RemoteSource:
                     got = client.fetch(self.function, want, self.wait_secs)
                 except Exception as exc:
                     if failures == 0:
+                        self.unreachable.append((host, port, f"{type(exc).__name__}: {exc}"))
                         log.warning(
                             "DRPC spout for %r cannot fetch from %s:%s: %s (retrying)",
                             self.function,
