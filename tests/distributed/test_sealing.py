@@ -139,13 +139,21 @@ def test_two_lives_of_a_sender_on_one_address_never_share_a_key() -> None:
     assert open_frame(key, b[:MAC_BYTES] + a[MAC_BYTES:]) is None
 
 
-def test_the_receivers_cache_of_link_keys_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Headers a stranger makes up make cache entries too: the cache starts over at
-    MAX_OPENERS, and frames go on opening."""
+def test_the_receivers_cache_of_link_ciphers_is_bounded_and_strangers_stay_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A link's cipher is kept once a frame opened with it, at most MAX_OPENERS of them
+    (then the cache starts over and frames go on opening); frames under another key,
+    however many senders they claim, leave no entry."""
     monkeypatch.setattr(sealing, "MAX_OPENERS", 3)
     key = link_key(KEY, B)
     ciphers: dict[bytes, object] = {}
+    stranger = data_key(new_secret())
+    for i in range(10):
+        forged = Link(stranger, f"tcp://127.0.0.9:{i}", B, 0, ID1).seal(b"x")
+        assert open_frame(key, forged, ciphers) is None  # type: ignore[arg-type]
+    assert ciphers == {}
     for i in range(10):
         link = Link(KEY, f"tcp://127.0.0.2:{40000 + i}", B, 0, ID1)
         assert open_frame(key, link.seal(b"x"), ciphers) is not None  # type: ignore[arg-type]
-        assert len(ciphers) <= 3
+        assert 1 <= len(ciphers) <= 3

@@ -65,8 +65,8 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 MAC_BYTES = 16  # Poly1305's tag
 LINK_ID_BYTES = 8
 SEQUENCE_BYTES = 8
-# Links whose keys a receiver keeps made (one per sender's life; a stranger's made-up
-# headers make entries too, so a bound: past it the cache starts over).
+# Links whose ciphers a receiver keeps made: one per life of a sender whose frame opened
+# (a stranger's headers never get in); past it the cache starts over.
 MAX_OPENERS = 4096
 _LINK_KEY_CONTEXT = b"tupletree data frames to "
 _SENDER_KEY_CONTEXT = b"tupletree data frames from "
@@ -154,19 +154,19 @@ def open_frame(
     if size < start:
         return None
     link = bytes(data[MAC_BYTES:link_end])
-    cipher = ciphers.get(link) if ciphers is not None else None
-    if cipher is None:
-        cipher = _link_cipher(key, link)
-        if ciphers is not None:
-            if len(ciphers) >= MAX_OPENERS:
-                ciphers.clear()
-            ciphers[link] = cipher
+    cached = ciphers.get(link) if ciphers is not None else None
+    cipher = cached if cached is not None else _link_cipher(key, link)
     number = bytes(data[link_end:start])
     payload = data[start:]
     try:
         cipher.decrypt(_NONCE_PAD + number, bytes(data[:MAC_BYTES]), payload)
     except InvalidTag:
         return None
+    if cached is None and ciphers is not None:
+        # Kept once a frame opened with it: a stranger's made-up headers never get in.
+        if len(ciphers) >= MAX_OPENERS:
+            ciphers.clear()
+        ciphers[link] = cipher
     sender = link[2 : 2 + n].decode("utf-8", "replace")
     return sender, int.from_bytes(number, "big"), payload
 
