@@ -7,6 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -199,3 +200,48 @@ def test_a_remote_topology_with_no_server_there_says_so_in_its_errors(cluster):
     assert f"127.0.0.1:{port}" in message and "'nowhere'" in message
     assert "drpc.servers" in message and "ConnectionError" in message
     cluster.kill_topology("nowhere")
+
+
+def test_a_fetcher_records_each_streak_of_failures_once_and_keeps_a_bounded_few(monkeypatch):
+    """What the spout reports: one entry per server per streak of failed fetches (a
+    retry that fails again adds nothing; a success ends the streak), and at most
+    UNREACHABLE_KEPT of them for a server that flaps while nobody reports."""
+    from tupletree.drpc import spout as spout_module
+
+    script: list[bool] = []  # per fetch: True succeeds, False is refused
+
+    class Stop:
+        """Stands for the fetcher's Event: no real waiting; set once the script ends."""
+
+        def is_set(self) -> bool:
+            return not script
+
+        def wait(self, secs: float) -> bool:
+            return not script
+
+    class ScriptedClient:
+        def __init__(self, host, port, token=None) -> None:
+            pass
+
+        def fetch(self, function, n, wait):
+            if not script.pop(0):
+                raise ConnectionRefusedError("refused")
+            return []
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(spout_module, "InvocationsClient", ScriptedClient)
+
+    def fetch_through(steps: list[bool]) -> Any:
+        source = spout_module._RemoteSource("f", [("h", 1)])
+        source.active = True
+        source._stopping = Stop()  # type: ignore[assignment]
+        script[:] = steps
+        source._fetch_loop("h", 1)
+        return source.unreachable
+
+    streaks = fetch_through(([False] * 4 + [True]) * 3)
+    assert [entry[:2] for entry in streaks] == [("h", 1)] * 3
+    assert "ConnectionRefusedError: refused" in streaks[0][2]
+    assert len(fetch_through([False, True] * 40)) == spout_module.UNREACHABLE_KEPT

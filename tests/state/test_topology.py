@@ -502,6 +502,8 @@ def test_two_stateful_topologies_on_one_store_are_told_to_use_a_store_each(sim_c
 
 
 class CountWords(StatefulBolt):
+    """state[word] = ``value(word)`` (a count), each input acked."""
+
     outputs: list[str] = []
 
     def prepare(self, conf, context, collector):
@@ -510,8 +512,11 @@ class CountWords(StatefulBolt):
     def init_state(self, state):
         self.state = state
 
+    def value(self, word):
+        return self.state.get(word, 0) + 1
+
     def execute(self, tup):
-        self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
+        self.state.put(tup[0], self.value(tup[0]))
         self.collector.ack(tup)
 
 
@@ -562,20 +567,11 @@ class ReplayingWords(Spout):
         self.later.append((self.now() + 1, msg_id))
 
 
-class KeepsWhatItGets(StatefulBolt):
+class KeepsWhatItGets(CountWords):
     """state[word] = a lock (which cannot be saved) for "lock", else 1."""
 
-    outputs: list[str] = []
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def init_state(self, state):
-        self.state = state
-
-    def execute(self, tup):
-        self.state.put(tup[0], threading.Lock() if tup[0] == "lock" else 1)
-        self.collector.ack(tup)
+    def value(self, word):
+        return threading.Lock() if word == "lock" else 1
 
 
 def test_one_unsaveable_value_does_not_stop_every_other_input(sim_cluster):

@@ -59,36 +59,37 @@ def test_the_kafka_to_postgresql_example_counts_exactly(capsys: Any) -> None:
     assert ": exact" in capsys.readouterr().out
 
 
-def test_the_docs_tutorial_runs_as_written(capsys: Any) -> None:
-    """docs/trident.md's tutorial block, as a script of its own."""
+def docs_blocks() -> list[str]:
+    """docs/trident.md's python blocks, in order."""
     import re
-    import types
 
     text = (ROOT / "docs" / "trident.md").read_text()
-    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)[:1]
-    module = types.ModuleType("docs_trident")
-    sys.modules["docs_trident"] = module
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def run_as_module(script: str, name: str) -> None:
+    """Run ``script`` as module ``name`` (so pickle finds the classes it defines)."""
+    import types
+
+    module = types.ModuleType(name)
+    sys.modules[name] = module
     try:
-        exec(compile(block, "docs/trident.md", "exec"), module.__dict__)
+        exec(compile(script, "docs/trident.md", "exec"), module.__dict__)
     finally:
-        del sys.modules["docs_trident"]
+        del sys.modules[name]
+
+
+def test_the_docs_tutorial_runs_as_written(capsys: Any) -> None:
+    """docs/trident.md's tutorial block, as a script of its own."""
+    run_as_module(docs_blocks()[0], "docs_trident")
     assert capsys.readouterr().out.strip() == "[[5]]"
 
 
 def test_the_docs_tutorial_runs_on_simulated_time_as_written(capsys: Any) -> None:
     """docs/trident.md's simulated-time block in place of the tutorial's last one (the
     tutorial's own drpc.execute waits 600 s of real time there: nothing moves)."""
-    import re
-    import types
-
-    text = (ROOT / "docs" / "trident.md").read_text()
-    tutorial, simulated = re.findall(r"```python\n(.*?)```", text, flags=re.S)[:2]
+    tutorial, simulated = docs_blocks()[:2]
     assert "simulate_time=True" in simulated
     script = tutorial[: tutorial.index("with LocalCluster() as cluster:")] + simulated
-    module = types.ModuleType("docs_trident_sim")
-    sys.modules["docs_trident_sim"] = module
-    try:
-        exec(compile(script, "docs/trident.md", "exec"), module.__dict__)
-    finally:
-        del sys.modules["docs_trident_sim"]
+    run_as_module(script, "docs_trident_sim")
     assert capsys.readouterr().out.strip() == "[[5]]"
