@@ -24,9 +24,9 @@ sequence (8) | payload`` (the payload is frames.py's layout).
 
 Why ChaCha20-Poly1305 and not the keyed BLAKE2b of before: CPython's BLAKE2b is its
 portable C, about 14 instructions a byte, the largest single cost of a frame crossing
-(539 of 3,954 instructions per item); OpenSSL's Poly1305, through the ``cryptography``
-package, is vectorised: per 10 KB frame 26k instructions and 2.6 us against 143k and
-11.6 us here (notes/performance.md, 2026-11-27).
+(539 of 3,966 instructions per item, callgrind); OpenSSL's Poly1305, through the
+``cryptography`` package, is vectorised: per 10 KB frame 26k instructions and 2.6 us
+against 143k and 11.6 us here (notes/performance.md, 2026-11-27).
 
 What a Poly1305 key must never do is tag two payloads under one nonce (the two tags
 would give away that nonce's one-time key, and a forgery under it). A link's nonces
