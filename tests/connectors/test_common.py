@@ -85,11 +85,8 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
     bodies = [f"m{i}".encode() for i in range(400)]
     name, broker = fake(bodies)
     broker.sink_gate.clear()  # trees stay pending: their messages unacked at the broker
-    # No tree may time out while the gate holds it: a replay by timeout is a third
-    # write, which the bound below does not allow (CI, loaded, once took over 5 s).
-    conf = {**CONF, "topology.message.timeout.secs": 120}
     with LocalCluster() as cluster:
-        cluster.submit_topology("t", conf, topology(FakeSpout(name), FakeSink(name)))
+        cluster.submit_topology("t", CONF, topology(FakeSpout(name), FakeSink(name)))
         assert until(lambda: len(broker.unacked) >= 20)
         broker.drop_connections()
         # The trees complete once the spout has a new session: their acks are stale.
