@@ -91,18 +91,27 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
         broker.drop_connections()
         # The trees complete once the spout has a new session: their acks are stale.
         assert until(lambda: connector_totals(cluster.metrics("t")["src"])["reconnects"] >= 1)
+        # Trees of the new session that time out (a loaded machine, 5 s) are replayed,
+        # as at-least-once promises: each may write its message once more. Those of the
+        # old session that time out are not (the broker redelivered their messages).
+        timed_out_at_open = cluster.metrics("t")["src"]["timed_out"]
         broker.sink_gate.set()
         assert until(lambda: not broker.ready and not broker.unacked)
         assert until(lambda: connector_totals(cluster.metrics("t")["src"])["held"] == 0)
         counts = connector_totals(cluster.metrics("t")["src"])
         errors = cluster.errors("t")
+        written = collections.Counter(broker.written)
+        # Writes past a message's second, each paid for by a late timeout (the metrics
+        # may report one a moment after its replay's write, hence the wait).
+        beyond_two = sum(max(0, n - 2) for n in written.values())
+        late = lambda: cluster.metrics("t")["src"]["timed_out"] - timed_out_at_open  # noqa: E731
+        assert until(lambda: beyond_two <= late(), secs=10), (written.most_common(3), late())
+        late_timeouts = late()
     assert set(broker.written) == set(bodies)
     # Duplicates are bounded by what was in flight at the drop (max spout pending plus
     # the spout's buffer of as many), not a second pass over everything.
-    written = collections.Counter(broker.written)
     in_flight = 2 * CONF["topology.max.spout.pending"]
-    assert sum(written.values()) - len(bodies) <= in_flight, written.most_common(3)
-    assert max(written.values()) <= 2
+    assert sum(written.values()) - len(bodies) <= in_flight + late_timeouts, written.most_common(3)
     assert counts["reconnects"] >= 1 and counts["redelivered"] >= 20
     assert counts["stale"] + counts["stale_settles"] >= 20
     assert any("fake://" in e and "connection closed by the broker" in e for e in errors)
