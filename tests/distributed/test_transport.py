@@ -421,3 +421,33 @@ def test_a_batch_over_the_frame_limit_is_split_and_an_item_over_it_reported() ->
     assert len(bad) == 1 and bad[0][0] is huge and "bytes a frame between workers" in str(bad[0][1])
     a.close()
     b.close()
+
+
+def test_a_receive_takes_at_most_max_frames_and_an_empty_one_takes_nothing() -> None:
+    """receive asks a poller before each recv (no zmq.Again per step): it still stops at
+    ``max_frames``, keeps the rest for the next call, and finds nothing when nothing
+    waits."""
+    a, b, _ = make_pair()
+    src = TupleSource("split", "default", 1, Fields(["word"]))
+    inbox = a.remote_inbox(3, worker=1)
+    inboxes: dict[int, deque] = {3: deque()}
+    assert b.receive(inboxes, 10) == 0
+    for word in ("one", "two", "three"):  # a frame each
+        inbox.append(Tuple([word], src))
+        for _ in range(50):
+            a.flush()
+            if not a.blocked():
+                break
+            threading.Event().wait(0.02)
+    assert a.frames_sent == 3
+    calls = []
+    for _ in range(200):
+        if len(inboxes[3]) == 3:
+            break
+        calls.append(b.receive(inboxes, 1))
+        b.socket.poll(20)
+    assert max(calls) == 1  # one frame of one item a call, never more
+    assert [t[0] for t in inboxes[3]] == ["one", "two", "three"]
+    assert b.receive(inboxes, 10) == 0
+    a.close()
+    b.close()

@@ -153,6 +153,11 @@ class Transport:
         self._pull.setsockopt(zmq.RCVHWM, SEND_HWM)
         self._pull.setsockopt(zmq.LINGER, 0)
         self._pull.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        # receive asks this poller before each recv: an empty look costs ZeroMQ and
+        # pyzmq about 5k instructions this way, against 28k for a NOBLOCK recv raising
+        # zmq.Again, which every step paid once it had taken what was waiting.
+        self._readable = zmq.Poller()
+        self._readable.register(self._pull, zmq.POLLIN)
         self._host = host
         self._same_host_ipc = same_host_ipc and SAME_HOST_IPC_POSSIBLE
         self.address = self._bind(host)
@@ -365,10 +370,13 @@ class Transport:
             self._deliver_to = inboxes
         moved = 0
         pull = self._pull
+        readable = self._readable
         for _ in range(max_frames):
+            if not readable.poll(0):
+                break
             try:
                 frame = pull.recv(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+            except zmq.Again:  # not expected after POLLIN; harmless if it happens
                 break
             data = frame.buffer
             opened = open_frame(self._open_key, data, self._ciphers)
