@@ -16,14 +16,29 @@ python="${PYTHON:-$here/../.venv/bin/python}"
 corpus="${1:-benchmark}"
 # Ir of each worker process, in worker order: two_workers.py prints each worker's pid
 # (pids can wrap around within a run, so their order cannot tell the workers apart).
+# A run that fails, or a worker without a count, stops the script with the run's output
+# (it ran in a process substitution, where an error would otherwise only leave a count
+# missing and a bare "unbound variable" further down).
 ir() {
-  local out
-  out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" 2>&1)
-  for pid in $(echo "$out" | sed -n 's/.*two_workers: worker \([0-9]*\) pid \([0-9]*\).*/\1 \2/p' \
+  local out counts
+  if ! out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
+    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" 2>&1); then
+    printf 'bench/instructions_two.sh: two_workers.py %s %s %s failed:\n%s\n' \
+      "$1" "$2" "$corpus" "$(echo "$out" | grep -v '^==' | tail -20)" >&2
+    kill -TERM $$
+    return 1
+  fi
+  counts=$(for pid in $(echo "$out" | sed -n 's/.*two_workers: worker \([0-9]*\) pid \([0-9]*\).*/\1 \2/p' \
       | sort -n | awk '{print $2}'); do
     echo "$out" | sed -n "s/^==$pid== Collected : \(.*\)/\1/p" | tr -d ,
-  done
+  done)
+  if [ "$(echo "$counts" | grep -c .)" != "$2" ]; then
+    printf 'bench/instructions_two.sh: %s worker count(s) for %s workers in:\n%s\n' \
+      "$(echo "$counts" | grep -c .)" "$2" "$(echo "$out" | tail -20)" >&2
+    kill -TERM $$
+    return 1
+  fi
+  echo "$counts"
 }
 per_worker() {  # $1 workers -> marginal instructions per sentence of each worker
   local a b
