@@ -104,7 +104,10 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
         # Writes past a message's second, each paid for by a late timeout (the metrics
         # may report one a moment after its replay's write, hence the wait).
         beyond_two = sum(max(0, n - 2) for n in written.values())
-        late = lambda: cluster.metrics("t")["src"]["timed_out"] - timed_out_at_open  # noqa: E731
+
+        def late() -> int:
+            return cluster.metrics("t")["src"]["timed_out"] - timed_out_at_open
+
         assert until(lambda: beyond_two <= late(), secs=10), (written.most_common(3), late())
         late_timeouts = late()
     assert set(broker.written) == set(bodies)

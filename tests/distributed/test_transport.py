@@ -52,11 +52,7 @@ def test_tuples_and_acker_messages_cross_intact() -> None:
     inbox.append(Tuple(["world", 2], src))
     inbox.append(Tuple(["one tree", 3], src, 55, 66))
     acker.append((1, 11, 5, 0))
-    for _ in range(50):
-        a.flush()
-        if not a.blocked():
-            break
-        threading.Event().wait(0.02)
+    flush_all(a)
     inboxes = {3: deque(), 9: deque()}
     receive_all(b, inboxes, 4)
     first, second, third = inboxes[3]
@@ -155,11 +151,7 @@ def test_unpicklable_value_is_reported_and_the_rest_sent() -> None:
     lock_tuple = Tuple([threading.Lock()], src, 1, 2)
     inbox.append(lock_tuple)
     inbox.append(Tuple(["fine"], src))
-    for _ in range(50):
-        a.flush()
-        if not a.blocked():
-            break
-        threading.Event().wait(0.02)
+    flush_all(a)
     inboxes = {3: deque()}
     receive_all(b, inboxes, 1)
     assert [t.values for t in inboxes[3]] == [["fine"]]
@@ -251,7 +243,8 @@ def test_items_appended_while_reporting_an_unpicklable_one_are_sent() -> None:
 
 
 def flush_all(a: Transport) -> None:
-    for _ in range(50):
+    """Flush until nothing is stalled: up to 5 s for the connection (a loaded machine)."""
+    for _ in range(250):
         a.flush()
         if not a.blocked():
             return
@@ -423,22 +416,34 @@ def test_a_batch_over_the_frame_limit_is_split_and_an_item_over_it_reported() ->
     b.close()
 
 
+class CountingSocket:
+    """A PULL socket that counts its receives, for the transport to read from."""
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock
+        self.recvs = 0
+
+    def recv(self, *args: Any, **kwargs: Any) -> Any:
+        self.recvs += 1
+        return self.sock.recv(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
 def test_a_receive_takes_at_most_max_frames_and_an_empty_one_takes_nothing() -> None:
-    """receive asks a poller before each recv (no zmq.Again per step): it still stops at
-    ``max_frames``, keeps the rest for the next call, and finds nothing when nothing
-    waits."""
+    """receive asks a poller before each recv: it stops at ``max_frames``, keeps the rest
+    for the next call, and finds nothing when nothing waits, without a recv that comes
+    back empty (a ``zmq.Again`` costs ~28k instructions; notes/performance.md)."""
     a, b, _ = make_pair()
+    counting = b._pull = CountingSocket(b._pull)  # type: ignore[assignment]
     src = TupleSource("split", "default", 1, Fields(["word"]))
     inbox = a.remote_inbox(3, worker=1)
     inboxes: dict[int, deque] = {3: deque()}
     assert b.receive(inboxes, 10) == 0
     for word in ("one", "two", "three"):  # a frame each
         inbox.append(Tuple([word], src))
-        for _ in range(250):  # up to 5 s for the connection on a loaded machine
-            a.flush()
-            if not a.blocked():
-                break
-            threading.Event().wait(0.02)
+        flush_all(a)
     assert a.frames_sent == 3
     calls = []
     for _ in range(200):
@@ -449,5 +454,6 @@ def test_a_receive_takes_at_most_max_frames_and_an_empty_one_takes_nothing() -> 
     assert max(calls) == 1  # one frame of one item a call, never more
     assert [t[0] for t in inboxes[3]] == ["one", "two", "three"]
     assert b.receive(inboxes, 10) == 0
+    assert counting.recvs == 3  # one per frame; none that found nothing
     a.close()
     b.close()
