@@ -16,6 +16,8 @@ from tupletree.errors import (
 from tupletree.local import LocalCluster
 from tupletree.topology import (
     BasicBolt,
+    Batch,
+    BatchBolt,
     Bolt,
     CustomStreamGrouping,
     Fields,
@@ -27,6 +29,8 @@ from tupletree.topology.reliable_spout import ReliableSpout
 
 __all__ = [
     "BasicBolt",
+    "Batch",
+    "BatchBolt",
     "Bolt",
     "Cluster",
     "Config",

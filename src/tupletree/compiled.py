@@ -34,11 +34,14 @@ HOT_MODULES = [
     "tupletree/reliability/pending.py",
     "tupletree/reliability/anchoring.py",
     "tupletree/topology/tuple.py",
+    "tupletree/topology/batch.py",
     "tupletree/runtime/hashing.py",
     "tupletree/runtime/metrics.py",
     "tupletree/runtime/routing.py",
     "tupletree/runtime/collectors.py",
     "tupletree/runtime/executors.py",
+    "tupletree/runtime/batch_collector.py",
+    "tupletree/runtime/batch_executor.py",
     "tupletree/distributed/frames.py",
 ]
 

@@ -52,9 +52,11 @@ import marshal
 import pickle
 from array import array
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from tupletree.reliability.protocol import ACK
+from tupletree.topology.batch import Batch
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
@@ -177,6 +179,7 @@ def encode(
         acked_at: dict[Any, int] = {}  # root -> index of its ACK's value in messages
         for k in range(n):
             item = items[k]
+            count = 1  # the rows this item adds to its run
             if type(item) is Tuple:
                 tup: Tuple = item
                 src = tup._src
@@ -218,6 +221,58 @@ def encode(
                         if plain and not _plain(v):
                             plain = False
                     values.append(v)
+            elif type(item) is Batch:
+                b: Batch = item
+                count = len(b._edges)
+                if not count:
+                    continue
+                src = b._src
+                if src is not last_src:
+                    i = index.get(src)
+                    if i is None:
+                        i = index[src] = len(table)
+                        table.append((src.component, src.stream, src.task, tuple(src.fields)))
+                        arities.append(len(src.fields))
+                    last_src = src
+                    arity = arities[i]
+                    item_code = i
+                else:
+                    item_code = code
+                bvals = b._values
+                if len(bvals) != count * arity:
+                    raise ValueError(
+                        f"batch from {src.component!r} on stream {src.stream!r} has "
+                        f"{len(bvals)} value(s) for {count} row(s) of {arity} field(s)"
+                    )
+                if b._multi is not None:
+                    for row, trees in b._multi.items():
+                        multi[n_tuples + row] = trees
+                n_tuples += count
+                broots = b._roots
+                bcounts = b._counts
+                for j in range(len(broots)):
+                    root = broots[j]
+                    c = bcounts[j]
+                    if root is last_root:
+                        c += root_count
+                    elif root_count:
+                        run_roots.append(last_root)
+                        run_counts.append(root_count)
+                    while c > MAX_ROOT_RUN:
+                        run_roots.append(root)
+                        run_counts.append(MAX_ROOT_RUN)
+                        c -= MAX_ROOT_RUN
+                    last_root = root
+                    root_count = c
+                edges.extend(b._edges)
+                if plain:  # once a value is neither, nothing is left to learn
+                    for v in bvals:
+                        if type(v) is not str:
+                            text = False
+                            if not _plain(v):
+                                plain = False
+                                break
+                values.extend(bvals)
             elif message_columns and _message_width(item):
                 msg: tuple[Any, ...] = item
                 width = len(msg)
@@ -246,14 +301,14 @@ def encode(
                 item_code = OTHERS
                 last_src = None
             if item_code == code:
-                length += 1
+                length += count
             else:
                 if length:
                     runs.append(code)
                     runs.append(length)
                     runs[count_at] += 1
                 code = item_code
-                length = 1
+                length = count
         if length:
             runs.append(code)
             runs.append(length)
@@ -299,10 +354,13 @@ def decode(
     known: dict[tuple[Any, ...], TupleSource],
     deliver: dict[int, Callable[[list[Any]], None]],
     loads: Callable[[Any], Any] = pickle.loads,
+    batch_tasks: AbstractSet[int] | None = None,
 ) -> int:
     """Deliver a frame's items to local inboxes (``deliver``: task -> the inbox's
     ``extend``); return how many. ``known`` keeps one TupleSource per source across
-    frames. ``data`` must be authenticated before it gets here: marshal and ``loads``
+    frames. A task in ``batch_tasks`` (a BatchBolt's) gets each run of tuples as one
+    Batch, made of slices of the frame's columns, rather than one Tuple per item.
+    ``data`` must be authenticated before it gets here: marshal and ``loads``
     (pickle's, by default) trust what they read.
 
     A frame is delivered whole or not at all: its runs are built first and handed over
@@ -351,6 +409,7 @@ def decode(
     end = len(runs)
     while h < end:
         put = deliver[runs[h]]
+        as_batch = batch_tasks is not None and runs[h] in batch_tasks
         n_runs = runs[h + 1]
         h += 2
         for _ in range(n_runs):
@@ -386,6 +445,44 @@ def decode(
             src = sources[code]
             arity = arities[code]
             stop = t + length
+            if as_batch:
+                b_roots: list[Any] = []
+                b_counts: list[int] = []
+                left = length
+                while left:
+                    if not root_left:
+                        root = run_roots[r]
+                        root_left = run_counts[r]
+                        r += 1
+                    take = root_left if root_left < left else left
+                    if b_roots and b_roots[-1] is root:
+                        b_counts[-1] += take
+                    else:
+                        b_roots.append(root)
+                        b_counts.append(take)
+                    root_left -= take
+                    left -= take
+                b_multi: dict[int, Any] | None = None
+                if has_multi:
+                    for k in range(t, stop):
+                        if k in multi:
+                            if b_multi is None:
+                                b_multi = {}
+                            b_multi[k - t] = multi[k]
+                batch.append(
+                    Batch(
+                        src,
+                        values[v : v + length * arity],
+                        b_roots,
+                        b_counts,
+                        edges[t:stop],
+                        b_multi,
+                    )
+                )
+                v += length * arity
+                ready.append((put, batch))
+                t = stop
+                continue
             for k in range(t, stop):
                 if not root_left:
                     root = run_roots[r]

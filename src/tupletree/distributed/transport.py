@@ -94,6 +94,7 @@ from tupletree.distributed.sealing import (
     open_frame,
     seal_overhead,
 )
+from tupletree.runtime.inboxes import BatchInbox
 from tupletree.topology.tuple import TupleSource
 
 log = logging.getLogger(__name__)
@@ -180,6 +181,7 @@ class Transport:
         self._sources: dict[tuple[Any, ...], TupleSource] = {}
         self._deliver: dict[int, Callable[[Any], None]] = {}
         self._deliver_to: dict[int, Any] | None = None
+        self._batch_tasks: frozenset[int] = frozenset()
         self.frames_unreadable = 0
         self.items_sent = 0  # items handed to flush (acks later combined included)
         self.sent_to: dict[str, int] = {}  # peer address -> frames it took
@@ -368,6 +370,10 @@ class Transport:
             # A worker's inboxes never change once it is built: bind their extends once.
             self._deliver = {task: inbox.extend for task, inbox in inboxes.items()}
             self._deliver_to = inboxes
+            # A BatchBolt's task takes a frame's runs as Batches (runtime/inboxes.py).
+            self._batch_tasks = frozenset(
+                task for task, inbox in inboxes.items() if isinstance(inbox, BatchInbox)
+            )
         moved = 0
         pull = self._pull
         readable = self._readable
@@ -392,7 +398,9 @@ class Transport:
                 continue
             self.received_from[sender] = self.received_from.get(sender, 0) + 1
             try:
-                moved += decode(payload, self._sources, self._deliver)
+                moved += decode(
+                    payload, self._sources, self._deliver, batch_tasks=self._batch_tasks
+                )
             except Exception as exc:
                 # Items delivered before the error stay delivered; the rest are lost and
                 # their trees time out. Counted as received all the same: nothing more

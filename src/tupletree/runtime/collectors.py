@@ -57,11 +57,13 @@ class TaskWiring:
     ``acker_tasks[root % len(acker_tasks)]``; ``local_ackers``: indexes into
     ``acker_tasks`` of the ackers on this worker (a spout steers its roots to them);
     ``owner``: the topology instance this task belongs to (see ``TupleSource.owner``);
-    ``report``: where ``collector.report_error`` goes.
+    ``report``: where ``collector.report_error`` goes; ``columnar``: the tasks to which a
+    BatchBolt's emits go as Batches (runtime/batch_collector.py).
     """
 
     __slots__ = (
         "acker_tasks",
+        "columnar",
         "component",
         "ids",
         "inboxes",
@@ -86,6 +88,7 @@ class TaskWiring:
         report: Callable[[BaseException], None] | None = None,
         local_ackers: list[int] | None = None,
         owner: str | None = None,
+        columnar: set[int] | None = None,
     ) -> None:
         self.component = component
         self.task = task
@@ -97,6 +100,7 @@ class TaskWiring:
         self.report: Callable[[BaseException], None] = report if report is not None else _no_report
         self.local_ackers: list[int] = local_ackers if local_ackers is not None else []
         self.owner = owner
+        self.columnar: set[int] = columnar if columnar is not None else set()
 
 
 def _resolve(

@@ -50,6 +50,7 @@ from tupletree.reliability.protocol import (
     SYSTEM_TICK_STREAM,
     TICK_STREAM,
 )
+from tupletree.runtime.batch_executor import BatchBoltExecutor
 from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.context import TaskLayout, TopologyContext
 from tupletree.runtime.error_book import ErrorBook
@@ -69,6 +70,7 @@ from tupletree.runtime.executors import (
 from tupletree.runtime.routing import build_routes
 from tupletree.runtime.stalls import HeldTuples, TimedOutLog
 from tupletree.topology import groupings as g
+from tupletree.topology.batch import Batch
 from tupletree.topology.builder import Topology
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
@@ -248,6 +250,14 @@ class Worker:
                 if remote_inbox is None:
                     raise ValueError(f"task {task} is not local and there is no transport")
                 self.inboxes[task] = remote_inbox(task)
+        # The tasks to which a BatchBolt's emits go as Batches: BatchBolts' tasks, and
+        # every task on another worker (runtime/batch_collector.py).
+        batch_components = {c.id for c in topology.components.values() if c.is_batch}
+        self.columnar = {
+            task
+            for task, component in all_tasks.items()
+            if component in batch_components or task not in self.local_tasks
+        }
         self.spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
         self.bolts = [e for e in self.executors.values() if not isinstance(e, SpoutExecutor)]
         self.timed_out = TimedOutLog(now, [e for e in self.bolts if isinstance(e, BoltExecutor)])
@@ -275,6 +285,8 @@ class Worker:
         if spec.is_spout:
             max_pending = self._task_conf(component)[Config.TOPOLOGY_MAX_SPOUT_PENDING]
             return SpoutExecutor(task, component, obj, self._report, self.now, max_pending)
+        if spec.is_batch:
+            return BatchBoltExecutor(task, component, obj, self._report)
         return BoltExecutor(task, component, obj, spec.is_basic, self._report)
 
     def _wakeup(self) -> None:
@@ -333,6 +345,7 @@ class Worker:
                 report=lambda exc, ex=ex: ex.report(exc, "report_error"),
                 local_ackers=[i for i, t in enumerate(self.acker_tasks) if t in self.local_tasks],
                 owner=self.owner,
+                columnar=self.columnar,
             )
             if isinstance(ex, SpoutExecutor):
                 collector = ex.connect(wiring)
@@ -513,19 +526,25 @@ class Worker:
     def fail_unserializable(self, item: Any, exc: BaseException) -> None:
         """A tuple bound for another worker could not be serialized: report it, naming
         its component and stream, and fail its trees so the spout can replay."""
-        if not isinstance(item, Tuple):
+        if isinstance(item, Batch):
+            # A BatchBolt's emits to one task travel together: all their trees fail.
+            roots: Collection[int] = item._all_roots()
+            what = f"a value among {safe_repr(item._values)}"
+        elif isinstance(item, Tuple):
+            roots = item._tree_edges()
+            what = f"a value of {safe_repr(item.values)}"
+        else:
             self.report_error(f"cannot serialize {safe_repr(item)}: {describe(exc)}")
             return
         src = item._src
         err = TypeError(
-            f"component {src.component!r} stream {src.stream!r}: a value of "
-            f"{safe_repr(item.values)} cannot be serialized to send it to another worker: "
-            f"{describe(exc)}"
+            f"component {src.component!r} stream {src.stream!r}: {what} cannot be "
+            f"serialized to send it to another worker: {describe(exc)}"
         )
         # Only this worker's own tasks fill its outgoing buffers: the emitter is local.
         self.executors[src.task].report(err, "emit")
         acker_tasks = self.acker_tasks
-        for root in item._tree_edges():
+        for root in roots:
             self.inboxes[acker_tasks[root % len(acker_tasks)]].append((FAIL, root, 0, 0))
 
     def report_error(self, text: str) -> None:

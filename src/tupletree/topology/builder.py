@@ -24,6 +24,7 @@ from tupletree.topology import groupings as g
 from tupletree.topology.components import (
     DEFAULT_STREAM,
     BasicBolt,
+    BatchBolt,
     Bolt,
     Spout,
     StreamSpec,
@@ -79,6 +80,11 @@ class ComponentSpec:
     @property
     def is_basic(self) -> bool:
         return isinstance(self.obj, BasicBolt)
+
+    @property
+    def is_batch(self) -> bool:
+        """A BatchBolt: its tasks take Batches (topology/batch.py)."""
+        return isinstance(self.obj, BatchBolt)
 
     def __repr__(self) -> str:
         return f"ComponentSpec({self.id!r}, {self.kind}, p={self.parallelism}, tasks={self.tasks})"
@@ -212,7 +218,7 @@ class TopologyBuilder:
     def set_bolt(
         self,
         component_id: str,
-        bolt: Bolt | BasicBolt,
+        bolt: Bolt | BasicBolt | BatchBolt,
         parallelism: int = 1,
         tasks: int | None = None,
     ) -> BoltDeclarer:
@@ -284,10 +290,10 @@ def validate_structure(specs: list[ComponentSpec], *, allow_system: bool = False
                 f"{type(spec.obj).__name__}, not a Spout",
                 component=cid,
             )
-        if not spec.is_spout and not isinstance(spec.obj, Bolt | BasicBolt):
+        if not spec.is_spout and not isinstance(spec.obj, Bolt | BasicBolt | BatchBolt):
             raise InvalidTopologyError(
                 f"component {cid!r} was set with set_bolt but is a "
-                f"{type(spec.obj).__name__}, not a Bolt or BasicBolt",
+                f"{type(spec.obj).__name__}, not a Bolt, BasicBolt or BatchBolt",
                 component=cid,
             )
         check_called_methods(cid, spec.obj, SPOUT if spec.is_spout else BOLT)

@@ -1,4 +1,4 @@
-"""The user's building blocks: Spout, Bolt, BasicBolt, and the output declarer.
+"""The user's building blocks: Spout, Bolt, BasicBolt, BatchBolt, and the output declarer.
 
 Lifecycle contracts (what the runtime calls, in order), per task:
 
@@ -158,6 +158,28 @@ class BasicBolt(_Component):
         pass
 
 
+class BatchBolt(_Component):
+    """A bolt that takes its input a batch of rows at a time, as columns (a ``Batch``,
+    topology/batch.py), and whose emits are anchored to the rows they name.
+
+    ``execute_batch(batch, collector)`` is called per batch: the rows from one source
+    task and stream that arrived together (a frame's run from another worker, or the
+    tuples queued in a row on this one). ``collector.emit(values, row=i)`` anchors an
+    emit to row ``i``; every row is acked when ``execute_batch`` returns, except those
+    ``collector.fail(i)`` failed; if it raises, every tree of the batch is failed (as a
+    BasicBolt's input is) and the worker goes on. docs/batch-bolts.md has the rest.
+    """
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        pass
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        pass
+
+    def cleanup(self) -> None:
+        pass
+
+
 def runtime_component(obj: Any) -> Any:
     """What the runtime runs for ``obj``: what its ``_runtime_bolt()`` returns, if it
     has one (a windowed bolt's executor), else ``obj`` itself."""
@@ -175,7 +197,7 @@ def declared_streams(component_id: str, component: Any) -> dict[str, StreamSpec]
 # The methods the runtime calls and whose return value it ignores.
 _CALLED = {
     "spout": ("open", "next_tuple", "ack", "fail", "activate", "deactivate", "close"),
-    "bolt": ("prepare", "execute", "cleanup"),
+    "bolt": ("prepare", "execute", "execute_batch", "cleanup"),
 }
 
 

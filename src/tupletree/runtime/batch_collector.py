@@ -1,0 +1,271 @@
+"""BatchCollector: what a BatchBolt's ``execute_batch`` emits, fails and reports through.
+
+Design notes:
+- An emit names the input row it is anchored to (``row=i``), or none (untracked). The
+  child's edge is XORed into ``children`` under the row's tree at once; when the batch
+  is acked, each tree's rows' edges are XORed in too (``Batch.tree_acks``) and the sum
+  joins the turn's acks (``OutputCollector.acks``, one ACK per tree per turn): exactly
+  what acking each row after its emits would send.
+- Where the output goes decides its form. A task that takes Batches (a BatchBolt's, on
+  any worker) and every task on another worker (its frame is columnar anyway) gets the
+  emits buffered per target as one Batch, delivered when the input batch is done: no
+  ``Tuple`` is built for them on this worker, and none on the receiver when it is a
+  BatchBolt. A task of this worker that takes Tuples gets one per emit, at once, as from
+  any collector. Each target always takes one of the two paths, so the order of what
+  one task emits to another is kept (Storm's promise); a buffer is also delivered
+  before one for the same target from another stream, for the same reason.
+- Nothing an emit accepted is dropped: the buffers are delivered whether the batch is
+  acked or failed (its children are then in failed trees, as a BasicBolt's are).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tupletree.errors import EmitError
+from tupletree.reliability.ids import Id
+from tupletree.reliability.protocol import FAIL, RESET
+from tupletree.runtime.collectors import OutputCollector
+from tupletree.runtime.routing import StreamRoute
+from tupletree.topology.batch import Batch
+from tupletree.topology.components import DEFAULT_STREAM
+from tupletree.topology.tuple import Tuple, TupleSource
+
+
+class _Output:
+    """Emits buffered for one target task from one route, in a Batch's layout."""
+
+    __slots__ = ("counts", "edges", "last", "multi", "roots", "src", "values")
+
+    def __init__(self, src: TupleSource) -> None:
+        self.src = src
+        self.values: list[Any] = []
+        self.roots: list[Id] = []
+        self.counts: list[int] = []
+        self.edges: list[Id] = []
+        self.multi: dict[int, dict[Id, Id]] | None = None
+        self.last: Id = -1
+
+    def batch(self) -> Batch:
+        return Batch(self.src, self.values, self.roots, self.counts, self.edges, self.multi)
+
+
+class BatchCollector:
+    """``emit(values, row=None, stream="default")``, ``emit_direct``, ``fail(row)``,
+    ``reset_timeout(row)``, ``report_error(exc)``, for BatchBolts."""
+
+    __slots__ = (
+        "_batch",
+        "_columnar",
+        "_failed",
+        "_failed_rows",
+        "_out",
+        "_outputs",
+        "_routes",
+        "children",
+    )
+
+    def __init__(self, out: OutputCollector, columnar: set[int]) -> None:
+        self._out = out
+        self._routes = out._routes
+        # Tasks whose emits are buffered as Batches (see the module's notes).
+        self._columnar = columnar
+        self._batch: Batch | None = None
+        self.children: dict[Id, Id] = {}  # root -> XOR of the edges anchored in it
+        self._failed: set[Id] = set()  # trees failed by fail(row) in this batch
+        self._failed_rows: set[int] = set()
+        self._outputs: dict[int, _Output] = {}
+
+    # -- for the executor ------------------------------------------------------------
+
+    def begin(self, batch: Batch) -> None:
+        self._batch = batch
+
+    def finish(self, ok: bool) -> int:
+        """End the current batch: ack its trees (``ok``) or fail them all, deliver the
+        buffered emits; return how many of its rows failed."""
+        batch = self._batch
+        assert batch is not None
+        out = self._out
+        failed = self._failed
+        n = len(batch)
+        failed_rows = len(self._failed_rows)
+        metrics = out._metrics
+        if ok:
+            acks = out.acks
+            for root, val in self.children.items():
+                if root not in failed:
+                    acks[root] = acks.get(root, 0) ^ val
+            batch.tree_acks(acks, failed if failed else None)
+            metrics.acked += n - failed_rows
+        else:
+            self._fail_trees([r for r in batch._all_roots() if r not in failed])
+            metrics.failed += n - failed_rows
+            failed_rows = n
+        self.children.clear()
+        failed.clear()
+        self._failed_rows.clear()
+        self._batch = None
+        self._deliver_outputs()
+        return failed_rows
+
+    def _deliver_outputs(self) -> None:
+        outputs = self._outputs
+        if outputs:
+            deliver = self._out._deliver
+            for task, output in outputs.items():
+                deliver[task](output.batch())
+            outputs.clear()
+
+    def _fail_trees(self, roots: list[Id]) -> None:
+        out = self._out
+        deliver, ackers, n = out._deliver, out._acker_tasks, out._n_ackers
+        for root in roots:
+            deliver[ackers[root % n]]((FAIL, root, 0, 0))
+
+    # -- for the bolt ----------------------------------------------------------------
+
+    def emit(self, values: Any, row: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        """Emit ``values`` on ``stream``, anchored to input row ``row`` (an int; None:
+        untracked). Returns the target task ids."""
+        route = self._routes.get(stream)
+        if route is None or type(values) is not list or len(values) != route.nfields:
+            route, values = self._out._checked(stream, values)
+        targets: list[int] = route.choose(values)
+        self._send(route, values, targets, row, stream)
+        return targets[:]
+
+    def emit_direct(
+        self, task: int, values: Any, row: Any = None, stream: str = DEFAULT_STREAM
+    ) -> list[int]:
+        route, values = self._out._direct_route(task, values, stream)
+        self._send(route, values, [task], row, stream)
+        return [task]
+
+    def _send(
+        self, route: StreamRoute, values: list[Any], targets: list[int], row: Any, stream: str
+    ) -> None:
+        out = self._out
+        metrics = out._metrics
+        metrics.emitted += 1
+        metrics.transferred += len(targets)
+        src = route.src
+        root: Id = 0
+        trees: dict[Id, Id] | None = None
+        if row is not None:
+            batch = self._input_row(row, stream)
+            root = batch._root_of(row)
+            multi = batch._multi
+            if multi is not None and row in multi:
+                trees = multi[row]
+            if self._failed and (root in self._failed or (trees and trees.keys() & self._failed)):
+                raise EmitError(
+                    f"component {out._component!r} anchored an emit to row {row}, whose "
+                    "tree it already failed; emit anchored tuples before failing the row",
+                    component=out._component,
+                    stream=stream,
+                )
+        children = self.children
+        columnar = self._columnar
+        deliver = out._deliver
+        pop = out._id_pop
+        for t in targets:
+            edge: Id = 0
+            if root or trees:
+                try:
+                    edge = pop()
+                except IndexError:
+                    edge = out._next_id()
+                if root:
+                    children[root] = children.get(root, 0) ^ edge
+                else:
+                    assert trees is not None
+                    for r in trees:
+                        children[r] = children.get(r, 0) ^ edge
+            if t in columnar:
+                self._buffer(t, src, values, root, edge, trees)
+            elif trees:
+                deliver[t](Tuple(values, src, 0, 0, dict.fromkeys(trees, edge)))
+            else:
+                deliver[t](Tuple(values, src, root, edge))
+
+    def _buffer(
+        self,
+        task: int,
+        src: TupleSource,
+        values: list[Any],
+        root: Id,
+        edge: Id,
+        trees: dict[Id, Id] | None,
+    ) -> None:
+        output = self._outputs.get(task)
+        if output is None or output.src is not src:
+            if output is not None:  # another stream's emits to this task go first
+                self._out._deliver[task](output.batch())
+            output = self._outputs[task] = _Output(src)
+        if len(values) == 1:
+            output.values.append(values[0])
+        else:
+            output.values.extend(values)
+        if trees:
+            if output.multi is None:
+                output.multi = {}
+            output.multi[len(output.edges)] = dict.fromkeys(trees, edge)
+            root = 0
+            edge = 0
+        counts = output.counts
+        if counts and (root is output.last or root == output.last):
+            counts[-1] += 1
+        else:
+            output.roots.append(root)
+            counts.append(1)
+            output.last = root
+        output.edges.append(edge)
+
+    def _input_row(self, row: Any, stream: str) -> Batch:
+        """The current batch, once ``row`` is checked to be one of its rows."""
+        batch = self._batch
+        out = self._out
+        if batch is None:
+            raise EmitError(
+                f"component {out._component!r}: emit anchored to row {row!r} outside "
+                "execute_batch (the batch is done; emit unanchored, row=None)",
+                component=out._component,
+                stream=stream,
+            )
+        if type(row) is not int or not 0 <= row < len(batch):
+            raise EmitError(
+                f"component {out._component!r}: row must be the index of an input row "
+                f"(0 to {len(batch) - 1}), got {row!r}",
+                component=out._component,
+                stream=stream,
+            )
+        return batch
+
+    def fail(self, row: int) -> None:
+        """Fail the trees of input row ``row`` now (the other rows are acked when
+        execute_batch returns; a row of a failed tree is acked to no effect, as a
+        tuple of a failed tree is in Storm). Failing a row twice fails it once."""
+        batch = self._input_row(row, DEFAULT_STREAM)
+        if row in self._failed_rows:
+            return
+        self._failed_rows.add(row)
+        self._out._metrics.failed += 1
+        failed = self._failed
+        trees = [r for r in batch._trees_of(row) if r not in failed]
+        failed.update(trees)
+        self._fail_trees(trees)
+
+    def reset_timeout(self, row: int) -> None:
+        """Keep the trees of input row ``row`` alive: restart their timeout at the
+        acker and the spout."""
+        batch = self._input_row(row, DEFAULT_STREAM)
+        out = self._out
+        deliver, ackers, n = out._deliver, out._acker_tasks, out._n_ackers
+        for root in batch._trees_of(row):
+            if root not in self._failed:
+                deliver[ackers[root % n]]((RESET, root, 0, 0))
+
+    def report_error(self, exc: BaseException) -> None:
+        """Report an error to the cluster (visible in ``cluster.errors(name)``)."""
+        self._out.report_error(exc)
