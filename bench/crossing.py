@@ -1,5 +1,11 @@
 """What an item that crosses workers costs, and nothing else: ``python bench/crossing.py
-[frames]``. ``bash bench/instructions_crossing.sh`` counts its instructions per item.
+[frames] [batch]``. ``bash bench/instructions_crossing.sh [batch]`` counts its
+instructions per item.
+
+With ``batch``, the same items cross as a BatchBolt's do (topology/batch.py): the words
+and sentences are sent as Batches (a BatchBolt's buffered emits: one per tree's run of
+words, one for the sentences) and the receiving tasks take Batches, so no Tuple is made
+on either side; the acker messages are as before.
 
 Two Transports in one process, on loopback. Each frame carries the mix the 2-worker word
 count sends (bench/two_workers.py, counted per frame on both workers: per sentence 0.5
@@ -31,6 +37,8 @@ import zmq
 from bench import wordcount
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.transport import Transport
+from tupletree.runtime.inboxes import BatchInbox
+from tupletree.topology.batch import Batch
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource
 
@@ -57,7 +65,16 @@ def frame_items() -> tuple[list[Any], list[Any], list[Any]]:
     return words, sentences, acks
 
 
-def measure(frames: int = 500, same_host_ipc: bool | None = None) -> dict[str, float]:
+def as_batches(words: list[Any], sentences: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The same rows as a BatchBolt's emits: a Batch per tree's run of words, one Batch
+    of the sentences (each its own tree)."""
+    runs = [Batch.of_tuples(words[i : i + RUN]) for i in range(0, len(words), RUN)]
+    return runs, [Batch.of_tuples(sentences)]
+
+
+def measure(
+    frames: int = 500, same_host_ipc: bool | None = None, batch: bool = False
+) -> dict[str, float]:
     """``{"send_us", "receive_us", "cpu_us", "items_per_frame"}``: wall-clock microseconds
     per item on each side (the receive side's include waiting for ZeroMQ's I/O thread),
     and the process's CPU microseconds per item (both sides and the I/O thread: what a
@@ -73,11 +90,15 @@ def measure(frames: int = 500, same_host_ipc: bool | None = None) -> dict[str, f
     b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
     a.set_peer(1, b.address)
     words, sentences, acks = frame_items()
+    per_frame = len(words) + len(sentences) + len(acks)
+    inboxes: dict[int, deque] = {COUNT_TASK: deque(), SPLIT_TASK: deque(), ACKER_TASK: deque()}
+    if batch:
+        words, sentences = as_batches(words, sentences)
+        inboxes[COUNT_TASK] = BatchInbox()
+        inboxes[SPLIT_TASK] = BatchInbox()
     to_count = a.remote_inbox(COUNT_TASK, 1)
     to_split = a.remote_inbox(SPLIT_TASK, 1)
     to_acker = a.remote_inbox(ACKER_TASK, 1)
-    inboxes: dict[int, deque] = {COUNT_TASK: deque(), SPLIT_TASK: deque(), ACKER_TASK: deque()}
-    per_frame = len(words) + len(sentences) + len(acks)
     time.sleep(0.2)
     send = receive = 0.0
     cpu0 = time.process_time()
@@ -112,8 +133,8 @@ def measure(frames: int = 500, same_host_ipc: bool | None = None) -> dict[str, f
     }
 
 
-def main(frames: int = 500) -> None:
-    r = measure(frames)
+def main(frames: int = 500, batch: bool = False) -> None:
+    r = measure(frames, batch=batch)
     print(
         f"crossing: send {r['send_us']:.2f} us/item, receive {r['receive_us']:.2f} us/item "
         f"(wall clock); {r['cpu_us']:.2f} us CPU per item ({r['items_per_frame']:.0f} items "
@@ -122,4 +143,4 @@ def main(frames: int = 500) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500, "batch" in sys.argv[2:])

@@ -8,12 +8,14 @@
 # The busiest worker bounds the rate: two workers can run at most
 # (one worker's count) / (the busiest worker's count) times as fast as one, less
 # whatever two busy cores cost each other on this machine (bench/scaling.py).
-# Usage: bash bench/instructions_two.sh [corpus]   (about five minutes; needs valgrind)
+# Usage: bash bench/instructions_two.sh [corpus] [batch]   (about five minutes; needs valgrind)
 #   corpus: benchmark (default; its count words split 63/37) or zipf (balanced, 50/50)
+#   batch: the split and count are BatchBolts (topology/batch.py)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
 corpus="${1:-benchmark}"
+mode="${2:-}"
 # Ir of each worker process, in worker order: two_workers.py prints each worker's pid
 # (pids can wrap around within a run, so their order cannot tell the workers apart).
 # A run that fails, or a worker without a count, stops the script with the run's output
@@ -22,7 +24,7 @@ corpus="${1:-benchmark}"
 ir() {
   local out counts
   if ! out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" 2>&1); then
+    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" ${mode} 2>&1); then
     printf 'bench/instructions_two.sh: two_workers.py %s %s %s failed:\n%s\n' \
       "$1" "$2" "$corpus" "$(echo "$out" | grep -v '^==' | tail -20)" >&2
     kill -TERM $$

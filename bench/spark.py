@@ -17,8 +17,13 @@ PAIRS = 3
 
 
 def topology(
-    total_per_spout: int, workers: int, rate: float | None = None, corpus: str = "benchmark"
+    total_per_spout: int,
+    workers: int,
+    rate: float | None = None,
+    corpus: str = "benchmark",
+    batch: bool = False,
 ) -> Any:
+    """The word count; with ``batch``, its split and count are BatchBolts."""
     b = TopologyBuilder()
     per_task_rate = None if rate is None else rate / workers
     b.set_spout(
@@ -26,8 +31,10 @@ def topology(
         wordcount.SentenceSpout(total_per_spout, per_task_rate, corpus),
         parallelism=workers,
     )
-    b.set_bolt("split", wordcount.Split(), parallelism=workers).shuffle_grouping("sentences")
-    b.set_bolt("count", wordcount.Count(), parallelism=workers).fields_grouping("split", ["word"])
+    split = wordcount.BatchSplit() if batch else wordcount.Split()
+    count = wordcount.BatchCount() if batch else wordcount.Count()
+    b.set_bolt("split", split, parallelism=workers).shuffle_grouping("sentences")
+    b.set_bolt("count", count, parallelism=workers).fields_grouping("split", ["word"])
     return b.create_topology()
 
 

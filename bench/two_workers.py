@@ -2,12 +2,13 @@
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
 ``Transport`` to the other, driven by ``Worker.step`` as distributed/worker_main.py drives it.
 
-    python bench/two_workers.py [sentences] [workers] [corpus]
+    python bench/two_workers.py [sentences] [workers] [corpus] [batch]
 
 With ``workers`` 1 (default 2) it runs the same loop in one process with every task:
 the one-worker figure to compare with, measured the same way. ``corpus``: "benchmark"
 (default: 27 words, whose count work splits 63/37 over two count tasks) or "zipf"
-(10,000 words with Zipf's frequencies, split 50/50; bench/wordcount.py).
+(10,000 words with Zipf's frequencies, split 50/50; bench/wordcount.py). ``batch``: the
+split and count are BatchBolts (topology/batch.py).
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
 --trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
@@ -53,12 +54,19 @@ def conf(workers: int) -> dict:
 
 
 def run_worker(
-    index: int, workers: int, total: int, shared: Any, ready: Any, done: Any, corpus: str
+    index: int,
+    workers: int,
+    total: int,
+    shared: Any,
+    ready: Any,
+    done: Any,
+    corpus: str,
+    batch: bool = False,
 ) -> None:
     # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
     # can wrap around between the processes of one run, so their order says nothing).
     print(f"two_workers: worker {index} pid {os.getpid()}", file=sys.stderr, flush=True)
-    topology = spark_bench.topology(total // workers, workers, corpus=corpus)
+    topology = spark_bench.topology(total // workers, workers, corpus=corpus, batch=batch)
     full_conf = conf(workers)
     placement = assign(make_layout(topology, full_conf), workers)
     transport = Transport(
@@ -134,7 +142,9 @@ def _heard(worker: Worker) -> int:
     return sum(ex.metrics.acked + ex.metrics.failed for ex in worker.spouts)
 
 
-def run(total: int, workers: int = 2, corpus: str = "benchmark") -> dict[str, Any]:
+def run(
+    total: int, workers: int = 2, corpus: str = "benchmark", batch: bool = False
+) -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
     ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
     "rounds_cpu_s", "frames_sent", "items_sent"}]}``. ``cpu_s`` is the worker
@@ -147,7 +157,9 @@ def run(total: int, workers: int = 2, corpus: str = "benchmark") -> dict[str, An
         ready = ctx.Barrier(workers + 1)
         done = ctx.Value("i", 0)
         procs = [
-            ctx.Process(target=run_worker, args=(i, workers, total, shared, ready, done, corpus))
+            ctx.Process(
+                target=run_worker, args=(i, workers, total, shared, ready, done, corpus, batch)
+            )
             for i in range(workers)
         ]
         for p in procs:
@@ -173,7 +185,8 @@ def main() -> None:
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     corpus = sys.argv[3] if len(sys.argv) > 3 else "benchmark"
-    result = run(total, workers, corpus)
+    batch = "batch" in sys.argv[4:]
+    result = run(total, workers, corpus, batch)
     for i, w in enumerate(result["workers"]):
         rounds = w["rounds_s"] / w["wall_s"]
         on_core = w["rounds_cpu_s"] / w["rounds_s"] if w["rounds_s"] else 0.0
@@ -185,7 +198,7 @@ def main() -> None:
         )
     print(
         f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, {corpus} corpus, "
-        "no Spark)"
+        f"{'BatchBolts, ' if batch else ''}no Spark)"
     )
 
 

@@ -1,11 +1,12 @@
-"""Components of the benchmark word count: 10-word sentences, BasicBolt split and count."""
+"""Components of the benchmark word count: 10-word sentences, BasicBolt split and count
+(or, with ``batch``, BatchBolt split and count: topology/batch.py)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from tupletree import BasicBolt, Bolt, Config, Spout, TopologyBuilder
+from tupletree import BasicBolt, BatchBolt, Bolt, Config, Spout, TopologyBuilder
 from tupletree.cluster import Cluster, ComponentMetrics
 
 WORDS = [
@@ -138,6 +139,32 @@ class Count(BasicBolt):
         word = tup.values[0]
         counts = self.counts
         counts[word] = counts.get(word, 0) + 1
+
+
+class BatchSplit(BatchBolt):
+    """Split as a BatchBolt: each word anchored to its sentence's row."""
+
+    outputs = ["word"]
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        emit = collector.emit
+        for i, sentence in enumerate(batch.column(0)):
+            for word in sentence.split():
+                emit([word], i)
+
+
+class BatchCount(BatchBolt):
+    """Count as a BatchBolt: a column of words per batch."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.counts: dict[str, int] = {}
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        counts = self.counts
+        for word in batch.column(0):
+            counts[word] = counts.get(word, 0) + 1
 
 
 class PlainCount(Bolt):
