@@ -65,9 +65,7 @@ def test_emits_go_as_batches_to_batch_bolts_and_peers_and_as_tuples_to_the_rest(
     far = tasks["far"][0]
     peer_lists: dict[int, list[Any]] = {}
     local = [t for ts in tasks.values() for t in ts if t != far]
-    worker = Worker(
-        "w", topology, conf, lambda: 0.0, local, lambda t: peer_lists.setdefault(t, [])
-    )
+    worker = Worker("w", topology, conf, lambda: 0.0, local, lambda t: peer_lists.setdefault(t, []))
     sink = worker.executors[tasks["local_sink"][0]]
     got: list[Any] = []
     sink.bolt.execute = got.append  # what the plain bolt gets

@@ -18,7 +18,7 @@ import pytest
 
 from tupletree import BatchBolt, Bolt, Config, FailedException, TopologyBuilder
 
-from ..registry import entries, new_journal, record
+from ..registry import entries, new_journal
 from .test_storm_scenarios import TIMEOUT_CONF, NeverAckBolt, RecordingAckBolt, tracked_feeder
 
 

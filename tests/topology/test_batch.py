@@ -64,7 +64,9 @@ def test_a_batch_gives_back_its_rows_as_tuples_and_trees(rows: list[Tuple]) -> N
     batch = Batch.of_tuples(rows)
     assert len(batch) == len(rows)
     back = batch.to_tuples()
-    assert [(t.values, t._tree_edges()) for t in back] == [(t.values, t._tree_edges()) for t in rows]
+    assert [(t.values, t._tree_edges()) for t in back] == [
+        (t.values, t._tree_edges()) for t in rows
+    ]
     for i, t in enumerate(rows):
         assert batch._trees_of(i) == t._tree_edges()
         assert batch.row(i) == t.values
