@@ -172,3 +172,19 @@ def test_tuples_in_a_row_from_one_source_make_one_batch_of_at_most_a_turn() -> N
     assert ex.run_batch(100) == 4
     assert [b.column("w") for b in ex.bolt.batches] == [[0, 1, 2], [3, 4], ["o"], [9]]
     assert ex.metrics.executed == 7 and ex.metrics.acked == 7
+
+
+class YieldingBatchBolt(BatchBolt):
+    def execute_batch(self, batch, collector):
+        yield batch
+
+
+def test_a_generator_execute_batch_is_refused_when_the_topology_is_built() -> None:
+    """Called, it would run none of its body and every row would be acked unprocessed."""
+    from tupletree import InvalidTopologyError
+
+    b = TopologyBuilder()
+    b.set_spout("sentences", Sentences())
+    b.set_bolt("lazy", YieldingBatchBolt()).shuffle_grouping("sentences")
+    with pytest.raises(InvalidTopologyError, match=r"YieldingBatchBolt.execute_batch is a gen"):
+        b.create_topology()

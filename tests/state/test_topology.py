@@ -134,7 +134,9 @@ def test_a_stateful_bolt_never_becomes_a_normal_bolt(add):
     unplanned = TopologyBuilder()
     unplanned.set_bolt("count", Counting())
     spec = unplanned._specs[0]
-    with pytest.raises(InvalidTopologyError, match="is a Counting, not a Bolt or BasicBolt"):
+    with pytest.raises(
+        InvalidTopologyError, match="is a Counting, not a Bolt, BasicBolt or BatchBolt"
+    ):
         _validate_unplanned([spec])
 
 
