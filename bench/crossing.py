@@ -66,9 +66,14 @@ def frame_items() -> tuple[list[Any], list[Any], list[Any]]:
 
 
 def as_batches(words: list[Any], sentences: list[Any]) -> tuple[list[Any], list[Any]]:
-    """The same rows as a BatchBolt's emits: a Batch per tree's run of words, one Batch
-    of the sentences (each its own tree)."""
-    runs = [Batch.of_tuples(words[i : i + RUN]) for i in range(0, len(words), RUN)]
+    """The same rows as a BatchBolt's emits to BatchBolts: a Batch per tree's run of
+    words, whose first row carries the run's one edge and the others 0
+    (runtime/batch_collector.py), and one Batch of the sentences (each its own tree)."""
+    runs = []
+    for i in range(0, len(words), RUN):
+        run = Batch.of_tuples(words[i : i + RUN])
+        run._edges[1:] = [0] * (len(run._edges) - 1)
+        runs.append(run)
     return runs, [Batch.of_tuples(sentences)]
 
 

@@ -16,6 +16,7 @@ from tupletree.distributed.transport import _dumps
 from tupletree.topology.batch import Batch
 from tupletree.topology.tuple import Tuple
 
+from ..topology.test_batch import as_tuples
 from .test_frames import SOURCES, canon, ids, value
 
 BATCH_TASKS = {1, 3}
@@ -55,7 +56,7 @@ def rows(items: list[Any]) -> list[Tuple]:
     """Every row, as the Tuple a plain bolt would get."""
     out: list[Tuple] = []
     for item in items:
-        out.extend(item.to_tuples() if type(item) is Batch else [item])
+        out.extend(as_tuples(item) if type(item) is Batch else [item])
     return out
 
 
@@ -88,7 +89,7 @@ def test_a_run_of_one_source_is_one_batch_and_long_trees_keep_their_roots() -> N
     got: list[Any] = []
     decode(encode({1: sent}), {}, {1: got.extend}, batch_tasks={1})
     assert len(got) == 1 and len(got[0]) == len(long_tree) + 2
-    assert [summary(t) for t in got[0].to_tuples()] == [summary(t) for t in rows(sent)]
+    assert [summary(t) for t in as_tuples(got[0])] == [summary(t) for t in rows(sent)]
     assert got[0].column("word")[:2] == ["a", "w0"]
     acks: dict[int, int] = {}
     got[0].tree_acks(acks)

@@ -37,10 +37,11 @@ Decisions, each measured with callgrind (``bash bench/instructions_transport.sh`
   version 2: no back-references to keep, since nothing repeats), never pickled: what a
   frame carries besides the values is ints, strings and bytes. Items that are not
   tuples or runtime messages go pickled, as one blob.
-- Acks to one tree from this worker's tasks in one frame travel as one message: the
-  acker XORs what it gets, so ``ACK(r, a)`` and ``ACK(r, b)`` are ``ACK(r, a ^ b)``,
-  put where the first one stood (every bolt already combines its own acks per turn;
-  this combines those of several tasks, such as a split and a count acking one tree).
+- Acks are not combined across tasks here. Every bolt already combines its own acks
+  per tree per turn, and a BatchBolt per batch. Combining again per frame (stop 27:
+  ``ACK(r, a)`` and ``ACK(r, b)`` sent as ``ACK(r, a ^ b)``) cost ~600 instructions
+  per ack message for its dict. It merged 0.7% of them in the 2-worker word count and
+  none with BatchBolts (notes/performance.md, "BatchBolt, 2026-11-28"): removed.
 
 Bounds: a frame holds what one flush took (the transport splits a batch whose frame
 would exceed its maximum size); decode makes no more items than the frame names.
@@ -176,7 +177,6 @@ def encode(
         code = _NO_RUN
         length = 0
         last_src: TupleSource | None = None
-        acked_at: dict[Any, int] = {}  # root -> index of its ACK's value in messages
         for k in range(n):
             item = items[k]
             count = 1  # the rows this item adds to its run
@@ -279,17 +279,13 @@ def encode(
                 last_src = None
                 if (
                     width == 4
+                    and type(msg[0]) is int
+                    and type(msg[3]) is int
                     and msg[0] == ACK
                     and msg[3] == 0
-                    and type(msg[0]) is int
                     and type(msg[1]) is int
                     and type(msg[2]) is int
                 ):
-                    at = acked_at.get(msg[1], -1)
-                    if at >= 0:
-                        messages[at] ^= msg[2]
-                        continue  # combined into the earlier ACK: no item of its own
-                    acked_at[msg[1]] = len(messages) + 1
                     messages.append(msg[1])
                     messages.append(msg[2])
                     item_code = ACK_RUN

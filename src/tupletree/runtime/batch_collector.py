@@ -2,25 +2,33 @@
 
 Design notes:
 - An emit names the input row it is anchored to (``row=i``), or none (untracked). The
-  child's edge is XORed into ``children`` under the row's tree at once; when the batch
+  child's edge is XORed into the row's tree on the spot (a run accumulator, flushed
+  into ``children`` when the tree changes: a row's emits come in a row). When the batch
   is acked, each tree's rows' edges are XORed in too (``Batch.tree_acks``) and the sum
   joins the turn's acks (``OutputCollector.acks``, one ACK per tree per turn): exactly
   what acking each row after its emits would send.
-- Where the output goes decides its form. A task that takes Batches (a BatchBolt's, on
-  any worker) and every task on another worker (its frame is columnar anyway) gets the
-  emits buffered per target as one Batch, delivered when the input batch is done: no
-  ``Tuple`` is built for them on this worker, and none on the receiver when it is a
-  BatchBolt. A task of this worker that takes Tuples gets one per emit, at once, as from
-  any collector. Each target always takes one of the two paths, so the order of what
-  one task emits to another is kept (Storm's promise); a buffer is also delivered
-  before one for the same target from another stream, for the same reason.
+- Where the output goes decides its form, per target task (``_kinds``):
+  - a BatchBolt's task, on any worker (``BATCH``): the emits are buffered as one Batch,
+    delivered when the input batch is done. Such a Batch is acked whole, never row by
+    row, so the rows of one tree in it need one edge between them, not one each: the
+    first row of each run of a tree carries a fresh edge, the others 0 (which XORs to
+    nothing and allocates nothing). That saves an id, an XOR and the int's trip per
+    row; a row in several trees keeps an edge of its own.
+  - a task of another worker that takes Tuples (``PEER``): buffered as a Batch too
+    (the frame is columnar anyway; the receiver rebuilds a Tuple per row), with an edge
+    per row, since each Tuple is acked on its own;
+  - a task of this worker that takes Tuples: one Tuple per emit, at once, as from any
+    collector.
+  Each target always takes one of these paths, so the order of what one task emits to
+  another is kept (Storm's promise); a buffer is also delivered before one for the same
+  target from another stream, for the same reason.
 - Nothing an emit accepted is dropped: the buffers are delivered whether the batch is
   acked or failed (its children are then in failed trees, as a BasicBolt's are).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from tupletree.errors import EmitError
 from tupletree.reliability.ids import Id
@@ -30,6 +38,22 @@ from tupletree.runtime.routing import StreamRoute
 from tupletree.topology.batch import Batch
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple, TupleSource
+
+# What a target task takes from a BatchBolt (see the module's notes).
+TUPLES: Final = 0
+PEER: Final = 1
+BATCH: Final = 2
+
+
+def target_kinds(tasks: list[int], batch_tasks: set[int], remote: set[int]) -> list[int]:
+    """Task id -> TUPLES, PEER or BATCH, as a list indexed by task id."""
+    kinds = [TUPLES] * (max(tasks, default=0) + 1)
+    for t in tasks:
+        if t in batch_tasks:
+            kinds[t] = BATCH
+        elif t in remote:
+            kinds[t] = PEER
+    return kinds
 
 
 class _Output:
@@ -44,7 +68,7 @@ class _Output:
         self.counts: list[int] = []
         self.edges: list[Id] = []
         self.multi: dict[int, dict[Id, Id]] | None = None
-        self.last: Id = -1
+        self.last: Id = -1  # the root of the last run (-1: no run yet)
 
     def batch(self) -> Batch:
         return Batch(self.src, self.values, self.roots, self.counts, self.edges, self.multi)
@@ -56,22 +80,31 @@ class BatchCollector:
 
     __slots__ = (
         "_batch",
-        "_columnar",
         "_failed",
         "_failed_rows",
+        "_kinds",
         "_out",
         "_outputs",
         "_routes",
+        "_row",
+        "_row_root",
+        "_row_trees",
+        "_run_root",
+        "_run_val",
         "children",
     )
 
-    def __init__(self, out: OutputCollector, columnar: set[int]) -> None:
+    def __init__(self, out: OutputCollector, kinds: list[int]) -> None:
         self._out = out
         self._routes = out._routes
-        # Tasks whose emits are buffered as Batches (see the module's notes).
-        self._columnar = columnar
+        self._kinds = kinds  # task id -> TUPLES, PEER or BATCH
         self._batch: Batch | None = None
         self.children: dict[Id, Id] = {}  # root -> XOR of the edges anchored in it
+        self._run_root: Id = 0  # the tree of the last anchored emits, and their XOR
+        self._run_val: Id = 0
+        self._row = -1  # the row of the last anchored emit, its tree(s)
+        self._row_root: Id = 0
+        self._row_trees: dict[Id, Id] | None = None
         self._failed: set[Id] = set()  # trees failed by fail(row) in this batch
         self._failed_rows: set[int] = set()
         self._outputs: dict[int, _Output] = {}
@@ -80,6 +113,7 @@ class BatchCollector:
 
     def begin(self, batch: Batch) -> None:
         self._batch = batch
+        self._row = -1
 
     def finish(self, ok: bool) -> int:
         """End the current batch: ack its trees (``ok``) or fail them all, deliver the
@@ -88,12 +122,17 @@ class BatchCollector:
         assert batch is not None
         out = self._out
         failed = self._failed
+        children = self.children
+        if self._run_root:
+            children[self._run_root] = children.get(self._run_root, 0) ^ self._run_val
+            self._run_root = 0
+            self._run_val = 0
         n = len(batch)
         failed_rows = len(self._failed_rows)
         metrics = out._metrics
         if ok:
             acks = out.acks
-            for root, val in self.children.items():
+            for root, val in children.items():
                 if root not in failed:
                     acks[root] = acks.get(root, 0) ^ val
             batch.tree_acks(acks, failed if failed else None)
@@ -102,20 +141,18 @@ class BatchCollector:
             self._fail_trees([r for r in batch._all_roots() if r not in failed])
             metrics.failed += n - failed_rows
             failed_rows = n
-        self.children.clear()
+        children.clear()
         failed.clear()
         self._failed_rows.clear()
         self._batch = None
-        self._deliver_outputs()
-        return failed_rows
-
-    def _deliver_outputs(self) -> None:
+        self._row = -1
         outputs = self._outputs
         if outputs:
-            deliver = self._out._deliver
+            deliver = out._deliver
             for task, output in outputs.items():
                 deliver[task](output.batch())
             outputs.clear()
+        return failed_rows
 
     def _fail_trees(self, roots: list[Id]) -> None:
         out = self._out
@@ -153,43 +190,92 @@ class BatchCollector:
         root: Id = 0
         trees: dict[Id, Id] | None = None
         if row is not None:
-            batch = self._input_row(row, stream)
-            root = batch._root_of(row)
-            multi = batch._multi
-            if multi is not None and row in multi:
-                trees = multi[row]
-            if self._failed and (root in self._failed or (trees and trees.keys() & self._failed)):
-                raise EmitError(
-                    f"component {out._component!r} anchored an emit to row {row}, whose "
-                    "tree it already failed; emit anchored tuples before failing the row",
-                    component=out._component,
-                    stream=stream,
-                )
-        children = self.children
-        columnar = self._columnar
-        deliver = out._deliver
+            if type(row) is int and row == self._row:  # the last emit's row: known
+                root = self._row_root
+                trees = self._row_trees
+            else:
+                self._anchor_row(row, stream)
+                root = self._row_root
+                trees = self._row_trees
+            if self._failed:
+                self._check_not_failed(row, stream)
+        kinds = self._kinds
         pop = out._id_pop
         for t in targets:
+            kind = kinds[t]
+            if kind == BATCH and trees is None:
+                self._buffer_run(t, src, values, root)
+                continue
             edge: Id = 0
-            if root or trees:
+            if root:
                 try:
                     edge = pop()
                 except IndexError:
                     edge = out._next_id()
-                if root:
-                    children[root] = children.get(root, 0) ^ edge
+                if root is self._run_root or root == self._run_root:
+                    self._run_val ^= edge
                 else:
-                    assert trees is not None
-                    for r in trees:
-                        children[r] = children.get(r, 0) ^ edge
-            if t in columnar:
-                self._buffer(t, src, values, root, edge, trees)
-            elif trees:
-                deliver[t](Tuple(values, src, 0, 0, dict.fromkeys(trees, edge)))
+                    self._new_run(root, edge)
+            elif trees is not None:
+                try:
+                    edge = pop()
+                except IndexError:
+                    edge = out._next_id()
+                children = self.children
+                for r in trees:
+                    children[r] = children.get(r, 0) ^ edge
+            if kind != TUPLES:
+                self._buffer_row(t, src, values, root, edge, trees)
+            elif trees is not None:
+                out._deliver[t](Tuple(values, src, 0, 0, dict.fromkeys(trees, edge)))
             else:
-                deliver[t](Tuple(values, src, root, edge))
+                out._deliver[t](Tuple(values, src, root, edge))
 
-    def _buffer(
+    def _new_run(self, root: Id, edge: Id) -> None:
+        """Start accumulating the edges of ``root``'s tree, keeping the previous one's."""
+        if self._run_root:
+            children = self.children
+            children[self._run_root] = children.get(self._run_root, 0) ^ self._run_val
+        self._run_root = root
+        self._run_val = edge
+
+    def _output(self, task: int, src: TupleSource) -> _Output:
+        output = self._outputs.get(task)
+        if output is None or output.src is not src:
+            if output is not None:  # another stream's emits to this task go first
+                self._out._deliver[task](output.batch())
+            output = self._outputs[task] = _Output(src)
+        return output
+
+    def _buffer_run(self, task: int, src: TupleSource, values: list[Any], root: Id) -> None:
+        """A row for a BatchBolt's task: one edge per run of a tree's rows."""
+        output = self._output(task, src)
+        if len(values) == 1:
+            output.values.append(values[0])
+        else:
+            output.values.extend(values)
+        counts = output.counts
+        if counts and (root is output.last or root == output.last):
+            counts[-1] += 1
+            output.edges.append(0)
+            return
+        edge: Id = 0
+        if root:
+            out = self._out
+            try:
+                edge = out._id_pop()
+            except IndexError:
+                edge = out._next_id()
+            if root is self._run_root or root == self._run_root:
+                self._run_val ^= edge
+            else:
+                self._new_run(root, edge)
+        output.roots.append(root)
+        counts.append(1)
+        output.last = root
+        output.edges.append(edge)
+
+    def _buffer_row(
         self,
         task: int,
         src: TupleSource,
@@ -198,21 +284,20 @@ class BatchCollector:
         edge: Id,
         trees: dict[Id, Id] | None,
     ) -> None:
-        output = self._outputs.get(task)
-        if output is None or output.src is not src:
-            if output is not None:  # another stream's emits to this task go first
-                self._out._deliver[task](output.batch())
-            output = self._outputs[task] = _Output(src)
+        """A row with an edge of its own (for a peer's task that takes Tuples, or a row
+        in several trees)."""
+        output = self._output(task, src)
         if len(values) == 1:
             output.values.append(values[0])
         else:
             output.values.extend(values)
-        if trees:
+        if trees is not None:
             if output.multi is None:
                 output.multi = {}
             output.multi[len(output.edges)] = dict.fromkeys(trees, edge)
             root = 0
             edge = 0
+            output.last = -1  # the rows after it start a run of their own
         counts = output.counts
         if counts and (root is output.last or root == output.last):
             counts[-1] += 1
@@ -221,6 +306,27 @@ class BatchCollector:
             counts.append(1)
             output.last = root
         output.edges.append(edge)
+
+    def _anchor_row(self, row: Any, stream: str) -> None:
+        """Check ``row`` and note its tree(s) for this and the next emits."""
+        batch = self._input_row(row, stream)
+        self._row = row
+        multi = batch._multi
+        trees = multi.get(row) if multi is not None else None
+        self._row_trees = trees
+        self._row_root = 0 if trees is not None else batch._root_of(row)
+
+    def _check_not_failed(self, row: int, stream: str) -> None:
+        failed = self._failed
+        trees = self._row_trees
+        if self._row_root in failed or (trees is not None and trees.keys() & failed):
+            out = self._out
+            raise EmitError(
+                f"component {out._component!r} anchored an emit to row {row}, whose "
+                "tree it already failed; emit anchored tuples before failing the row",
+                component=out._component,
+                stream=stream,
+            )
 
     def _input_row(self, row: Any, stream: str) -> Batch:
         """The current batch, once ``row`` is checked to be one of its rows."""

@@ -19,7 +19,7 @@ from time import perf_counter
 from typing import Any
 
 from tupletree.errors import FailedException
-from tupletree.runtime.batch_collector import BatchCollector
+from tupletree.runtime.batch_collector import BatchCollector, target_kinds
 from tupletree.runtime.collectors import OutputCollector, TaskWiring
 from tupletree.runtime.executors import BoltExecutor
 from tupletree.runtime.inboxes import BatchInbox
@@ -39,7 +39,10 @@ class BatchBoltExecutor(BoltExecutor):
 
     def connect(self, wiring: TaskWiring) -> OutputCollector:
         out = self.collector = OutputCollector(wiring)
-        self.batch_collector = BatchCollector(out, wiring.columnar)
+        kinds = wiring.target_kinds
+        if not kinds:  # wired by hand (tests): every task takes Tuples, on this worker
+            kinds = target_kinds(list(wiring.inboxes), set(), set())
+        self.batch_collector = BatchCollector(out, kinds)
         return out
 
     def run_batch(self, limit: int) -> int:

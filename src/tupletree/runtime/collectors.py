@@ -57,13 +57,12 @@ class TaskWiring:
     ``acker_tasks[root % len(acker_tasks)]``; ``local_ackers``: indexes into
     ``acker_tasks`` of the ackers on this worker (a spout steers its roots to them);
     ``owner``: the topology instance this task belongs to (see ``TupleSource.owner``);
-    ``report``: where ``collector.report_error`` goes; ``columnar``: the tasks to which a
-    BatchBolt's emits go as Batches (runtime/batch_collector.py).
+    ``report``: where ``collector.report_error`` goes; ``target_kinds``: task id -> the
+    form a BatchBolt's emits take to it (runtime/batch_collector.py).
     """
 
     __slots__ = (
         "acker_tasks",
-        "columnar",
         "component",
         "ids",
         "inboxes",
@@ -72,6 +71,7 @@ class TaskWiring:
         "owner",
         "report",
         "routes",
+        "target_kinds",
         "task",
     )
 
@@ -88,7 +88,7 @@ class TaskWiring:
         report: Callable[[BaseException], None] | None = None,
         local_ackers: list[int] | None = None,
         owner: str | None = None,
-        columnar: set[int] | None = None,
+        target_kinds: list[int] | None = None,
     ) -> None:
         self.component = component
         self.task = task
@@ -100,7 +100,7 @@ class TaskWiring:
         self.report: Callable[[BaseException], None] = report if report is not None else _no_report
         self.local_ackers: list[int] = local_ackers if local_ackers is not None else []
         self.owner = owner
-        self.columnar: set[int] = columnar if columnar is not None else set()
+        self.target_kinds: list[int] = target_kinds if target_kinds is not None else []
 
 
 def _resolve(

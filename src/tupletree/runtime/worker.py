@@ -50,6 +50,7 @@ from tupletree.reliability.protocol import (
     SYSTEM_TICK_STREAM,
     TICK_STREAM,
 )
+from tupletree.runtime.batch_collector import target_kinds
 from tupletree.runtime.batch_executor import BatchBoltExecutor
 from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.context import TaskLayout, TopologyContext
@@ -250,14 +251,13 @@ class Worker:
                 if remote_inbox is None:
                     raise ValueError(f"task {task} is not local and there is no transport")
                 self.inboxes[task] = remote_inbox(task)
-        # The tasks to which a BatchBolt's emits go as Batches: BatchBolts' tasks, and
-        # every task on another worker (runtime/batch_collector.py).
+        # The form a BatchBolt's emits take to each task (runtime/batch_collector.py).
         batch_components = {c.id for c in topology.components.values() if c.is_batch}
-        self.columnar = {
-            task
-            for task, component in all_tasks.items()
-            if component in batch_components or task not in self.local_tasks
-        }
+        self.target_kinds = target_kinds(
+            list(all_tasks),
+            {t for t, c in all_tasks.items() if c in batch_components},
+            {t for t in all_tasks if t not in self.local_tasks},
+        )
         self.spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
         self.bolts = [e for e in self.executors.values() if not isinstance(e, SpoutExecutor)]
         self.timed_out = TimedOutLog(now, [e for e in self.bolts if isinstance(e, BoltExecutor)])
@@ -345,7 +345,7 @@ class Worker:
                 report=lambda exc, ex=ex: ex.report(exc, "report_error"),
                 local_ackers=[i for i, t in enumerate(self.acker_tasks) if t in self.local_tasks],
                 owner=self.owner,
-                columnar=self.columnar,
+                target_kinds=self.target_kinds,
             )
             if isinstance(ex, SpoutExecutor):
                 collector = ex.connect(wiring)

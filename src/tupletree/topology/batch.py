@@ -19,7 +19,10 @@ A bolt never acks a row: a batch is acked whole when ``execute_batch`` returns, 
 tree then gets one ACK, the XOR of its rows' edges and of the edges of the children
 anchored to them (``tree_acks``). That is exactly what acking each row would send, XOR
 being associative and commutative (tests/topology/test_batch.py checks it against
-``OutputCollector.ack`` with hypothesis).
+``OutputCollector.ack`` with hypothesis). It is also why a Batch that a BatchBolt emits
+to another BatchBolt carries one edge per run of a tree's rows, on the run's first row,
+and 0 on the others (runtime/batch_collector.py): only their XOR is ever used. Such a
+Batch is never turned into Tuples.
 
 A Batch is read-only for the bolt: ``column`` and ``row`` return lists of its own.
 """
@@ -202,7 +205,9 @@ class Batch:
             if root and (skip is None or root not in skip):
                 val: Id = 0
                 for k in range(row, stop):
-                    val ^= edges[k]
+                    edge: Id = edges[k]
+                    if edge:  # a Batch a BatchBolt emitted has one edge per run of a tree
+                        val ^= edge
                 acks[root] = acks.get(root, 0) ^ val
             row = stop
         if self._multi is not None:
@@ -210,22 +215,3 @@ class Batch:
                 for root, edge in tree_edges.items():
                     if skip is None or root not in skip:
                         acks[root] = acks.get(root, 0) ^ edge
-
-    def to_tuples(self) -> list[Tuple]:
-        """One Tuple per row, in the rows' trees: for a task that takes Tuples."""
-        out: list[Tuple] = []
-        src = self._src
-        a = self._arity
-        values = self._values
-        edges = self._edges
-        multi = self._multi
-        row = 0
-        for root, count in zip(self._roots, self._counts, strict=True):
-            for k in range(row, row + count):
-                vals = [values[k]] if a == 1 else values[k * a : k * a + a]
-                if multi is not None and k in multi:
-                    out.append(Tuple(vals, src, 0, 0, dict(multi[k])))
-                else:
-                    out.append(Tuple(vals, src, root, edges[k]))
-            row += count
-        return out

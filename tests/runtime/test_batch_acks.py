@@ -1,0 +1,162 @@
+"""A BatchBolt's acking, against the acker's arithmetic (runtime/batch_collector.py).
+
+Whatever a batch bolt emits, to whichever kind of target (a Tuple bolt of its worker,
+a Tuple bolt of another worker, a BatchBolt anywhere, which gets one edge per run of a
+tree's rows), and whichever rows it fails or whether it raises: once the bolt's ACKs
+and then every receiver's acks have reached the acker, every tree that was not failed
+is back to 0, and a failed tree got a FAIL. The acker starts each tree at the XOR of
+the input rows' edges, as the spout's and upstream bolts' messages would have left it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tupletree.reliability.ids import IdGenerator
+from tupletree.reliability.protocol import ACK, FAIL
+from tupletree.runtime.batch_collector import BATCH, PEER, TUPLES, BatchCollector
+from tupletree.runtime.collectors import OutputCollector, TaskWiring
+from tupletree.runtime.routing import StreamRoute
+from tupletree.topology.batch import Batch
+from tupletree.topology.components import StreamSpec
+from tupletree.topology.fields import Fields
+from tupletree.topology.tuple import Tuple, TupleSource, in_trees
+
+BOLT, LOCAL, FAR, BATCHED, ACKER = 1, 2, 3, 4, 5
+KINDS = [TUPLES, TUPLES, TUPLES, PEER, BATCH, TUPLES]
+OUT = TupleSource("bolt", "default", BOLT, Fields(["n", "to"]))
+IN = TupleSource("up", "default", 7, Fields(["w"]))
+ids = st.integers(min_value=1, max_value=2**64 - 1)
+
+
+class ByValue:
+    """A router that sends each emit to the tasks its second value names."""
+
+    def choose(self, values: list[Any]) -> list[int]:
+        return list(values[1])
+
+
+@st.composite
+def input_rows(draw: Any) -> list[Tuple]:
+    roots = draw(st.lists(ids, min_size=2, max_size=3, unique=True))
+    rows = []
+    for i in range(draw(st.integers(2, 8))):
+        kind = draw(st.sampled_from(["one", "one", "one", "none", "several"]))
+        if kind == "none":
+            rows.append(Tuple([i], IN))
+        elif kind == "one":  # neighbours in different trees, unless drawn otherwise
+            root = roots[(i + draw(st.integers(0, 1))) % len(roots)]
+            rows.append(Tuple([i], IN, root, draw(ids)))
+        else:
+            trees = draw(st.dictionaries(st.sampled_from(roots) | ids, ids, min_size=2))
+            rows.append(in_trees([i], IN, trees))
+    return rows
+
+
+@st.composite
+def plans(draw: Any) -> tuple[list[Tuple], list[Any], bool]:
+    rows = draw(input_rows())
+    steps: list[Any] = []
+    for _ in range(draw(st.integers(2, 30))):
+        # (one_of would merge equal branches: weights are drawn by hand)
+        if draw(st.sampled_from([0, 1, 2, 3, 4])) == 0:
+            steps.append(("fail", draw(st.integers(0, len(rows) - 1))))
+            continue
+        untracked = draw(st.sampled_from([0, 1, 2, 3])) == 0
+        row = None if untracked else draw(st.integers(0, len(rows) - 1))
+        targets = draw(st.lists(st.sampled_from([LOCAL, FAR, BATCHED]), min_size=1, max_size=3))
+        steps.append(("emit", row, targets))
+    return rows, steps, draw(st.sampled_from([0, 1, 2, 3])) == 0
+
+
+def collector(seed: int) -> tuple[BatchCollector, OutputCollector, dict[int, Any]]:
+    inboxes: dict[int, Any] = {LOCAL: deque(), FAR: [], BATCHED: [], ACKER: deque()}
+    route = StreamRoute(OUT, StreamSpec(OUT.fields, False), [ByValue()], frozenset())
+    wiring = TaskWiring(
+        "bolt",
+        BOLT,
+        {"default": route},
+        inboxes,
+        acker_tasks=[ACKER],
+        ids=IdGenerator(seed),
+        target_kinds=KINDS,
+    )
+    out = OutputCollector(wiring)
+    return BatchCollector(out, KINDS), out, inboxes
+
+
+def xor_into(trees: dict[int, int], root: int, val: int) -> None:
+    trees[root] = trees.get(root, 0) ^ val
+
+
+@settings(max_examples=400, deadline=None)
+@given(plans(), st.integers(0, 2**32))
+def test_every_tree_a_batch_bolt_touches_balances_or_fails(plan: Any, seed: int) -> None:
+    rows, steps, raises = plan
+    bc, out, inboxes = collector(seed)
+    batch = Batch.of_tuples(rows)
+    trees: dict[int, int] = {}  # the acker's value per tree
+    for tup in rows:
+        for root, edge in tup._tree_edges().items():
+            xor_into(trees, root, edge)
+    bc.begin(batch)
+    failed_rows: set[int] = set()
+    sent: dict[int, list[Any]] = {LOCAL: [], FAR: [], BATCHED: []}
+    for n, step in enumerate(steps):
+        if step[0] == "fail":
+            bc.fail(step[1])
+            failed_rows.add(step[1])
+            continue
+        _, row, targets = step
+        if row is not None and batch._trees_of(row).keys() & bc._failed:
+            continue  # refused (test_batch_collector.py); not what this test is about
+        assert bc.emit([n, targets], row=row) == targets
+        for t in targets:
+            sent[t].append(n)
+    bc.finish(not raises)
+    out.flush()
+    failed_trees = {r for i in failed_rows for r in batch._trees_of(i)}
+    if raises:
+        failed_trees |= set(batch._all_roots())
+    messages = list(inboxes[ACKER])
+    assert {m[1] for m in messages if m[0] == FAIL} == failed_trees
+    for kind, root, val, _ in messages:
+        if kind == ACK:
+            assert root not in failed_trees
+            xor_into(trees, root, val)
+    # Every receiver acks all it got; each target got every emit, in order.
+    got: dict[int, list[Any]] = {LOCAL: [], FAR: [], BATCHED: []}
+    for tup in inboxes[LOCAL]:
+        got[LOCAL].append(tup.values[0])
+        for root, edge in tup._tree_edges().items():
+            xor_into(trees, root, edge)
+    for task in (FAR, BATCHED):
+        for item in inboxes[task]:
+            assert type(item) is Batch
+            got[task].extend(item.column("n"))
+            acks: dict[int, int] = {}
+            item.tree_acks(acks)
+            for root, val in acks.items():
+                xor_into(trees, root, val)
+    assert got == sent
+    assert {r: v for r, v in trees.items() if v and r not in failed_trees} == {}
+
+
+def test_rows_of_one_tree_share_one_edge_only_in_a_batch_bolts_batch() -> None:
+    """To a BatchBolt, a tree's run of rows carries one edge, on its first row; to a
+    Tuple bolt of another worker every row has its own."""
+    bc, _, inboxes = collector(random.randrange(2**32))
+    bc.begin(Batch.of_tuples([Tuple(["s"], IN, 99, 5)]))
+    for n in range(4):
+        bc.emit([n, [FAR, BATCHED]], row=0)
+    bc.finish(True)
+    (far,) = inboxes[FAR]
+    (batched,) = inboxes[BATCHED]
+    assert far._roots == batched._roots == [99] and far._counts == batched._counts == [4]
+    assert all(far._edges) and len(set(far._edges)) == 4
+    assert batched._edges[0] and batched._edges[1:] == [0, 0, 0]
