@@ -136,6 +136,21 @@ def test_find_holders_tells_queued_from_executing():
     assert 5 not in found
 
 
+def test_find_holders_counts_the_rows_of_a_queued_batch_per_tree():
+    """A BatchBolt's inbox holds Batches: a tree's rows in one are counted, at the
+    batch's queue position, and a row in two trees counts for both."""
+    from tupletree.topology.batch import Batch
+
+    rows = [Tuple([0], SRC, 7, 70), Tuple([1], SRC, 7, 71), Tuple([2], SRC, 9, 90)]
+    rows.append(Tuple([3], SRC, 0, 0, {7: 1, 8: 2}))
+    inbox = [Tuple([5], SRC, 9, 95), Batch.of_tuples(rows)]
+    found = find_holders([FakeBolt("batch", 4, inbox)], [7, 8, 9, 5], now=1.0)
+    assert found[7] == [Holder("batch", 4, QUEUED, 3, None, 1)]
+    assert found[8] == [Holder("batch", 4, QUEUED, 1, None, 1)]
+    assert found[9] == [Holder("batch", 4, QUEUED, 2, None, 0)]
+    assert 5 not in found
+
+
 def test_held_tuples_are_bounded_and_pruned_of_settled_ones():
     """A full table drops the tuples settled since; still full, a new tuple goes
     unwatched (counted)."""

@@ -55,7 +55,6 @@ class BatchBoltExecutor(BoltExecutor):
         execute_batch = self.bolt.execute_batch
         pop = inbox.popleft
         rows = 0
-        batches = 0
         while inbox and rows < limit:
             if self.halt:
                 break  # the rest stay queued: the worker is stopping
@@ -75,7 +74,6 @@ class BatchBoltExecutor(BoltExecutor):
                     tuples.append(pop())
                 batch = Batch.of_tuples(tuples)
             rows += len(batch)
-            batches += 1
             bc.begin(batch)
             try:
                 execute_batch(batch, bc)

@@ -37,6 +37,7 @@ from typing import Any
 # The records are plain data a cluster answers with (cluster.timed_out): they live
 # below every layer, so the web view can read them without the runtime.
 from tupletree.records.stalls import EXECUTING, QUEUED, Holder, TimedOutTree
+from tupletree.topology.batch import Batch
 
 RECENT_LIMIT = 100
 HOLDERS_LIMIT = 20
@@ -106,19 +107,23 @@ def _trees_of(tup: Any) -> Iterable[int]:
 def find_holders(bolts: Iterable[Any], roots: Iterable[int], now: float) -> dict[int, list[Holder]]:
     """For each root, the bolt tasks among ``bolts`` that hold one of its tuples.
 
-    A bolt is anything with ``component_id``, ``task_id``, ``inbox`` (tuples) and
+    A bolt is anything with ``component_id``, ``task_id``, ``inbox`` (Tuples, Batches) and
     ``held`` (a HeldTuples or None). Costs one pass over every inbox and held table.
     """
     wanted = set(roots)
     # (root, component, task, state) -> [tuples, held_secs, queue_position]
     found: dict[tuple[int, str, int, str], list[Any]] = {}
     for ex in bolts:
-        for position, tup in enumerate(ex.inbox):
-            for root in _trees_of(tup):
+        for position, item in enumerate(ex.inbox):
+            # A BatchBolt's inbox holds Batches too: each counts its rows per tree.
+            rows = (
+                item._rows_per_tree() if type(item) is Batch else dict.fromkeys(_trees_of(item), 1)
+            )
+            for root, n in rows.items():
                 if root in wanted:
                     key = (root, ex.component_id, ex.task_id, QUEUED)
                     entry = found.setdefault(key, [0, None, position])
-                    entry[0] += 1
+                    entry[0] += n
         held = ex.held
         if held is None:
             continue

@@ -170,7 +170,8 @@ class Batch:
         return row_roots[i]
 
     def _trees_of(self, i: int) -> dict[Id, Id]:
-        """``{root: edge}`` for every tree row ``i`` is in (empty when untracked)."""
+        """``{root: edge}`` for every tree row ``i`` is in (empty when untracked). The
+        edge is 0 on a run's later rows in a Batch a BatchBolt emitted to another."""
         multi = self._multi
         if multi is not None:
             edges = multi.get(i)
@@ -190,6 +191,20 @@ class Batch:
                 for root in edges:
                     seen[root] = None
         return list(seen)
+
+    def _rows_per_tree(self) -> dict[Id, int]:
+        """How many of the batch's rows each of its trees has."""
+        out: dict[Id, int] = {}
+        roots = self._roots
+        counts = self._counts
+        for j in range(len(roots)):
+            if roots[j]:
+                out[roots[j]] = out.get(roots[j], 0) + counts[j]
+        if self._multi is not None:
+            for trees in self._multi.values():
+                for root in trees:
+                    out[root] = out.get(root, 0) + 1
+        return out
 
     def tree_acks(self, acks: dict[Id, Id], skip: set[Id] | None = None) -> None:
         """XOR into ``acks`` (root -> value), per tree, the edges of the batch's rows:
