@@ -15,6 +15,8 @@ from tests.spark.workerfns import NotRebuildable
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.sealing import Link
 from tupletree.distributed.transport import Transport
+from tupletree.runtime.inboxes import BatchInbox
+from tupletree.topology.batch import Batch
 from tupletree.topology.fields import Fields
 from tupletree.topology.tuple import Tuple, TupleSource, in_trees
 
@@ -412,6 +414,42 @@ def test_a_batch_over_the_frame_limit_is_split_and_an_item_over_it_reported() ->
     assert [t[0][:4] for t in inboxes[3]] == [f"{i:04d}" for i in range(40)]
     assert b.frames_received > 2
     assert len(bad) == 1 and bad[0][0] is huge and "bytes a frame between workers" in str(bad[0][1])
+    a.close()
+    b.close()
+
+
+def test_a_batch_item_over_the_frame_limit_is_cut_between_trees_not_inside_one() -> None:
+    """A BatchBolt's emits to one task travel as one Batch item. Too large for a frame,
+    it is cut at run boundaries, so each tree's rows (and the one edge a run to a
+    BatchBolt carries) arrive in one part; a run that alone is too large is reported."""
+    ctx = zmq.Context.instance()
+    bad: list[Any] = []
+    a = Transport(
+        ctx, "127.0.0.1", KEY, lambda item, exc: bad.append((item, exc)), max_frame_bytes=8192
+    )
+    b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, max_frame_bytes=8192)
+    a.set_peer(1, b.address)
+    src = TupleSource("split", "default", 2, Fields(["w"]))
+    rows = [
+        Tuple([f"{i:03d}" + "x" * 400], src, 100 + i // 5, 1 if i % 5 == 0 else 0)
+        for i in range(40)
+    ]
+    a.remote_inbox(3, worker=1).append(Batch.of_tuples(rows))
+    huge = Batch.of_tuples([Tuple(["y" * 5000], src, 9, 1), Tuple(["z" * 5000], src, 9, 0)])
+    a.remote_inbox(3, worker=1).append(huge)
+    flush_all(a)
+    inboxes = {3: BatchInbox()}
+    receive_all(b, inboxes, 40)
+    got = list(inboxes[3])
+    assert len(got) > 1 and all(type(x) is Batch for x in got)
+    assert [v for x in got for v in x.column("w")] == [t.values[0] for t in rows]
+    for part in got:  # every tree whole in one part, its edge with it
+        trees = part._rows_per_tree()
+        assert all(n == 5 for n in trees.values())
+        acks: dict[int, int] = {}
+        part.tree_acks(acks)
+        assert acks == dict.fromkeys(trees, 1)
+    assert len(bad) == 1 and bad[0][0] is huge
     a.close()
     b.close()
 

@@ -101,3 +101,22 @@ def test_columns_are_the_callers_own_and_bad_names_are_named() -> None:
     assert repr(batch) == "Batch(2 row(s), source=split:3, stream='pairs')"
     assert (batch.source_component, batch.source_stream, batch.source_task) == ("split", "pairs", 3)
     assert batch.fields == ["word", "n"] and not batch.is_tick()
+
+
+@settings(max_examples=200, deadline=None)
+@given(tuples())
+def test_a_batch_cut_in_two_keeps_every_row_and_cuts_no_run(rows: list[Tuple]) -> None:
+    batch = Batch.of_tuples(rows)
+    parts = batch._split()
+    if len(batch._roots) < 2:
+        assert parts is None
+        return
+    assert parts is not None
+    first, second = parts
+    assert len(first) and len(second)
+    back = as_tuples(first) + as_tuples(second)
+    assert [(t.values, t._tree_edges()) for t in back] == [
+        (t.values, t._tree_edges()) for t in rows
+    ]
+    assert first._roots + second._roots == batch._roots  # runs whole, none cut
+    assert first._counts + second._counts == batch._counts

@@ -95,6 +95,7 @@ from tupletree.distributed.sealing import (
     seal_overhead,
 )
 from tupletree.runtime.inboxes import BatchInbox
+from tupletree.topology.batch import Batch
 from tupletree.topology.tuple import TupleSource
 
 log = logging.getLogger(__name__)
@@ -327,7 +328,8 @@ class Transport:
 
     def _serialize(self, lists: dict[int, list[Any]]) -> list[bytes]:
         """The payloads of frames for these items: one, unless its frame would exceed
-        the maximum frame size (then the batch is halved until each part fits)."""
+        the maximum frame size (then the batch is halved until each part fits, and a
+        lone Batch is cut between its trees' runs)."""
         try:
             body = encode(lists, _dumps)
         except Exception:
@@ -336,7 +338,10 @@ class Transport:
             return [body]
         items = [(task, item) for task, its in lists.items() for item in its]
         if len(items) == 1:
-            _, item = items[0]
+            task, item = items[0]
+            parts = item._split() if type(item) is Batch else None
+            if parts is not None:  # a BatchBolt's emits: cut between two trees' runs
+                return self._serialize({task: [parts[0]]}) + self._serialize({task: [parts[1]]})
             self._on_unserializable(
                 item,
                 ValueError(

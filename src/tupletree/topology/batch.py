@@ -192,6 +192,39 @@ class Batch:
                     seen[root] = None
         return list(seen)
 
+    def _split(self) -> tuple[Batch, Batch] | None:
+        """Two Batches holding this one's rows, cut at the run boundary nearest the
+        middle; None for a single run. Never inside a run: a run a BatchBolt emitted
+        carries its tree's one edge on its first row (the module's notes), so both parts
+        of a cut run would be acked with the edge counted once, the second part free
+        to be lost. For a frame too large to send (distributed/transport.py)."""
+        roots = self._roots
+        counts = self._counts
+        if len(roots) < 2:
+            return None
+        half = len(self._edges) // 2
+        at = 0  # rows before run j
+        j = 0
+        while j < len(counts) - 1 and at + counts[j] <= half:
+            at += counts[j]
+            j += 1
+        if j == 0:  # the first run holds the middle: cut after it
+            at = counts[0]
+            j = 1
+        a = self._arity
+        multi = self._multi
+        first_multi: dict[int, dict[Id, Id]] | None = None
+        second_multi: dict[int, dict[Id, Id]] | None = None
+        if multi is not None:
+            first_multi = {r: t for r, t in multi.items() if r < at} or None
+            second_multi = {r - at: t for r, t in multi.items() if r >= at} or None
+        src = self._src
+        values = self._values
+        edges = self._edges
+        first = Batch(src, values[: at * a], roots[:j], counts[:j], edges[:at], first_multi)
+        second = Batch(src, values[at * a :], roots[j:], counts[j:], edges[at:], second_multi)
+        return first, second
+
     def _rows_per_tree(self) -> dict[Id, int]:
         """How many of the batch's rows each of its trees has."""
         out: dict[Id, int] = {}
