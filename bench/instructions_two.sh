@@ -22,18 +22,23 @@ mode="${2:-}"
 # (it ran in a process substitution, where an error would otherwise only leave a count
 # missing and a bare "unbound variable" further down).
 ir() {
-  local out counts
+  local dir out counts
+  # valgrind's own lines go to a log per process, so that none can cut into the
+  # workers' pid lines on the shared stderr (which lost a count now and then).
+  dir=$(mktemp -d)
   if ! out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    "$python" "$here/two_workers.py" "$1" "$2" "$corpus" ${mode} 2>&1); then
+    --log-file="$dir/vg.%p" "$python" "$here/two_workers.py" "$1" "$2" "$corpus" ${mode} 2>&1); then
     printf 'bench/instructions_two.sh: two_workers.py %s %s %s failed:\n%s\n' \
-      "$1" "$2" "$corpus" "$(echo "$out" | grep -v '^==' | tail -20)" >&2
+      "$1" "$2" "$corpus" "$(echo "$out" | tail -20)" >&2
+    rm -rf "$dir"
     kill -TERM $$
     return 1
   fi
   counts=$(for pid in $(echo "$out" | sed -n 's/.*two_workers: worker \([0-9]*\) pid \([0-9]*\).*/\1 \2/p' \
       | sort -n | awk '{print $2}'); do
-    echo "$out" | sed -n "s/^==$pid== Collected : \(.*\)/\1/p" | tr -d ,
+    sed -n 's/^==[0-9]*== Collected : \(.*\)/\1/p' "$dir/vg.$pid" 2>/dev/null | tr -d ,
   done)
+  rm -rf "$dir"
   if [ "$(echo "$counts" | grep -c .)" != "$2" ]; then
     printf 'bench/instructions_two.sh: %s worker count(s) for %s workers in:\n%s\n' \
       "$(echo "$counts" | grep -c .)" "$2" "$(echo "$out" | tail -20)" >&2

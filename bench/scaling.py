@@ -1,7 +1,10 @@
 """How the word count scales over workers: measured on this machine's two cores, and
 modelled for more from per-item costs measured in the same run.
 
-    python bench/scaling.py [--sentences N] [--reps R] [--frames F]
+    python bench/scaling.py [--sentences N] [--reps R] [--frames F] [--batch]
+
+With ``--batch`` the word count's split and count are BatchBolts and the crossing is
+measured as BatchBolts' items cross (docs/batch-bolts.md).
 
 Alternates, R times (same minutes, since this VM's speed drifts by tens of percent),
 each run bench/two_workers.py's loop (forked worker processes, no Spark):
@@ -73,15 +76,17 @@ def _items_per_sentence(result: dict[str, Any], sentences: int) -> float:
     return sum(w.get("items_sent", 0) for w in result["workers"]) / sentences
 
 
-def _run_into(queue: Any, sentences: int, corpus: str) -> None:
-    queue.put(two_workers.run(sentences, 1, corpus))
+def _run_into(queue: Any, sentences: int, corpus: str, batch: bool) -> None:
+    queue.put(two_workers.run(sentences, 1, corpus, batch))
 
 
-def at_once(sentences: int, corpus: str) -> list[dict[str, Any]]:
+def at_once(sentences: int, corpus: str, batch: bool = False) -> list[dict[str, Any]]:
     """Two independent one-worker runs started together."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_run_into, args=(queue, sentences, corpus)) for _ in range(2)]
+    procs = [
+        ctx.Process(target=_run_into, args=(queue, sentences, corpus, batch)) for _ in range(2)
+    ]
     for p in procs:
         p.start()
     results: list[dict[str, Any]] = []
@@ -99,16 +104,16 @@ def at_once(sentences: int, corpus: str) -> list[dict[str, Any]]:
     return results
 
 
-def _crossing_into(queue: Any, frames: int, same_host_ipc: bool) -> None:
-    queue.put(crossing.measure(frames, same_host_ipc))
+def _crossing_into(queue: Any, frames: int, same_host_ipc: bool, batch: bool) -> None:
+    queue.put(crossing.measure(frames, same_host_ipc, batch))
 
 
-def crossing_cost(frames: int, same_host_ipc: bool = True) -> dict[str, float]:
+def crossing_cost(frames: int, same_host_ipc: bool = True, batch: bool = False) -> dict[str, float]:
     """bench/crossing.py's figures, measured in a fresh process (its own ZeroMQ context):
     over the Unix socket workers of one host use, or over TCP loopback."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    p = ctx.Process(target=_crossing_into, args=(queue, frames, same_host_ipc))
+    p = ctx.Process(target=_crossing_into, args=(queue, frames, same_host_ipc, batch))
     p.start()
     result = queue.get(timeout=600)
     p.join()
@@ -120,18 +125,24 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=2000)
+    parser.add_argument("--batch", action="store_true", help="split and count as BatchBolts")
     args = parser.parse_args()
     n = args.sentences
-    print(f"{describe()}; {n:,} sentences a run, {args.reps} reps alternated", flush=True)
+    b = args.batch
+    print(
+        f"{describe()}; {n:,} sentences a run, {args.reps} reps alternated"
+        f"{'; BatchBolts' if b else ''}",
+        flush=True,
+    )
     rows = []
     for rep in range(1, args.reps + 1):
-        one_b = two_workers.run(n, 1, "benchmark")
-        two_b = two_workers.run(n, 2, "benchmark")
-        one_z = two_workers.run(n, 1, "zipf")
-        two_z = two_workers.run(n, 2, "zipf")
-        both = at_once(n, "zipf")
-        cross = crossing_cost(args.frames)
-        cross_tcp = crossing_cost(args.frames, same_host_ipc=False)
+        one_b = two_workers.run(n, 1, "benchmark", b)
+        two_b = two_workers.run(n, 2, "benchmark", b)
+        one_z = two_workers.run(n, 1, "zipf", b)
+        two_z = two_workers.run(n, 2, "zipf", b)
+        both = at_once(n, "zipf", b)
+        cross = crossing_cost(args.frames, batch=b)
+        cross_tcp = crossing_cost(args.frames, same_host_ipc=False, batch=b)
         row = {
             "one_b": one_b["sentences_per_s"],
             "two_b": two_b["sentences_per_s"],
