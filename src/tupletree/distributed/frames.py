@@ -37,6 +37,11 @@ Decisions, each measured with callgrind (``bash bench/instructions_transport.sh`
   version 2: no back-references to keep, since nothing repeats), never pickled: what a
   frame carries besides the values is ints, strings and bytes. Items that are not
   tuples or runtime messages go pickled, as one blob.
+- A BatchBolt's emits to one task arrive as a ``Batch`` item (topology/batch.py): it
+  joins the run of its source as its rows would, its columns copied whole. A task that
+  takes Batches (``decode``'s ``batch_tasks``) gets each run of tuples as one Batch of
+  slices of the frame's columns, so no Tuple is made on either side; any other task
+  gets a Tuple per row, as always.
 - Acks are not combined across tasks here. Every bolt already combines its own acks
   per tree per turn, and a BatchBolt per batch. Combining again per frame (stop 27:
   ``ACK(r, a)`` and ``ACK(r, b)`` sent as ``ACK(r, a ^ b)``) cost ~600 instructions

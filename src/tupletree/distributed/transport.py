@@ -184,7 +184,7 @@ class Transport:
         self._deliver_to: dict[int, Any] | None = None
         self._batch_tasks: frozenset[int] = frozenset()
         self.frames_unreadable = 0
-        self.items_sent = 0  # items handed to flush (acks later combined included)
+        self.items_sent = 0  # items handed to flush (a Batch counts as one)
         self.sent_to: dict[str, int] = {}  # peer address -> frames it took
         self.received_from: dict[str, int] = {}  # sender address -> frames read
         self.frame_items = FRAME_ITEMS
