@@ -160,3 +160,23 @@ def test_rows_of_one_tree_share_one_edge_only_in_a_batch_bolts_batch() -> None:
     assert far._roots == batched._roots == [99] and far._counts == batched._counts == [4]
     assert all(far._edges) and len(set(far._edges)) == 4
     assert batched._edges[0] and batched._edges[1:] == [0, 0, 0]
+
+
+def test_reset_timeout_and_fail_name_each_tree_of_the_row_once() -> None:
+    """reset_timeout(row) sends RESET for each of the row's trees, fail(row) one FAIL
+    each (a second fail of the row sends nothing), and a reset of a failed tree none."""
+    from tupletree.reliability.protocol import RESET
+
+    bc, _, inboxes = collector(3)
+    rows = [Tuple(["a"], IN, 11, 5), in_trees(["b"], IN, {11: 6, 12: 7}), Tuple(["c"], IN)]
+    bc.begin(Batch.of_tuples(rows))
+    bc.reset_timeout(1)
+    bc.reset_timeout(2)  # untracked: nothing to reset
+    assert list(inboxes[ACKER]) == [(RESET, 11, 0, 0), (RESET, 12, 0, 0)]
+    inboxes[ACKER].clear()
+    bc.fail(0)
+    bc.fail(0)
+    bc.fail(1)  # 11 already failed: only 12 is left to fail
+    bc.reset_timeout(1)
+    assert list(inboxes[ACKER]) == [(FAIL, 11, 0, 0), (FAIL, 12, 0, 0)]
+    assert bc.finish(True) == 2  # rows 0 and 1 failed; row 2 acked

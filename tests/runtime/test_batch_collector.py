@@ -188,3 +188,64 @@ def test_a_generator_execute_batch_is_refused_when_the_topology_is_built() -> No
     b.set_bolt("lazy", YieldingBatchBolt()).shuffle_grouping("sentences")
     with pytest.raises(InvalidTopologyError, match=r"YieldingBatchBolt.execute_batch is a gen"):
         b.create_topology()
+
+
+class Router(BatchBolt):
+    """Sends each word on a named stream, and directly to the first sink task."""
+
+    def __init__(self, named_task: int) -> None:
+        self.named_task = named_task
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("named", ["w"])
+        declarer.declare_stream("direct", ["w"], direct=True)
+
+    def prepare(self, conf, context):
+        self.direct_to = min(context.component_tasks("direct_sink"))
+
+    def execute_batch(self, batch, collector):
+        for i, word in enumerate(batch.column("word")):
+            assert collector.emit([word], row=i, stream="named") == [self.named_task]
+            to = self.direct_to
+            assert collector.emit_direct(to, [word.upper()], i, "direct") == [to]
+
+
+class Journal(Bolt):
+    def __init__(self, journal: Any) -> None:
+        self.journal = journal
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.journal.append((tup.source_stream, tup[0]))
+        self.collector.ack(tup)
+
+
+def test_a_batch_bolt_emits_on_named_and_direct_streams() -> None:
+    from tupletree.testing import SharedList
+
+    journal = SharedList("batch-streams")
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["word"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("words", feeder)
+    router = Router(named_task=-1)
+    b.set_bolt("router", router).shuffle_grouping("words")
+    b.set_bolt("named_sink", Journal(journal)).shuffle_grouping("router", "named")
+    b.set_bolt("direct_sink", Journal(journal), parallelism=2).direct_grouping("router", "direct")
+    topology = b.create_topology()
+    # Each task gets a copy at submit: tell the router where the named stream goes.
+    (router.named_task,) = make_layout(topology, validate({})).component_to_tasks["named_sink"]
+    with LocalCluster(simulate_time=True) as cluster:
+        cluster.submit_topology("streams", {}, topology)
+        feeder.feed(["ab"], msg_id=1)
+        feeder.feed(["cd"], msg_id=2)
+        assert cluster.wait_idle()
+        assert tracker.acked == {1, 2} and cluster.errors("streams") == []
+    assert sorted(journal.items()) == [
+        ("direct", "AB"),
+        ("direct", "CD"),
+        ("named", "ab"),
+        ("named", "cd"),
+    ]
