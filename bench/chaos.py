@@ -3,6 +3,7 @@ and a random worker killed with SIGKILL every few seconds. Exits 1 if a message 
 
     python bench/chaos.py 600                 # ten minutes of chaos, then a drain
     python bench/chaos.py 50 --drain 45 --standalone   # what .ci/run does
+    python bench/chaos.py 30 --drain 45 --standalone --batch   # .ci/run's second soak
 
 ``--standalone`` runs it on a Spark standalone cluster of two "hosts" (a master and two
 workers on 127.0.0.2 and 127.0.0.3, ``tupletree.spark.standalone``) whose executors'
@@ -12,7 +13,10 @@ shipped with ``spark.archives``. Without it, on a local master (``local[2,4]``).
 Messages go into the SQLite queue (``tupletree.connectors.sqlite_queue``) at ``--rate``
 per second while the chaos lasts; the spout leases them, ``flaky`` fails some trees,
 ``raiser`` raises on some tuples (each fails its tree: replayed from the queue), and
-``sink`` records every id it processes in a table of its own. After the chaos the
+``sink`` records every id it processes in a table of its own. With ``--batch`` the
+raiser is a BatchBolt (docs/batch-bolts.md), fed Tuples by ``flaky`` and feeding Tuples
+to ``sink``: a raise fails every tree of its batch, and batches cross workers as frame
+runs, in and out. After the chaos the
 producer and the killer stop and the run waits (up to ``--drain`` seconds) for the queue
 to settle. Then:
 
@@ -37,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tupletree import BasicBolt, Bolt, Config, TopologyBuilder
+from tupletree import BasicBolt, BatchBolt, Bolt, Config, TopologyBuilder
 from tupletree.cluster import RESTART
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
 from tupletree.distributed.processes import pid_alive
@@ -82,6 +86,25 @@ class Raiser(BasicBolt):
         collector.emit([tup[0], tup[1]])
 
 
+class BatchRaiser(BatchBolt):
+    """Raiser as a BatchBolt: a fraction of its batches raise (every tree in the batch
+    fails and is replayed); the others pass every row on, anchored to it."""
+
+    outputs = ["id", "body"]
+
+    def __init__(self, raise_rate: float) -> None:
+        self.raise_rate = raise_rate
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.random = random.Random()
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        if self.random.random() < self.raise_rate:
+            raise ValueError(f"chaos: refusing a batch of {len(batch)} message(s)")
+        for i, (msg_id, body) in enumerate(batch):
+            collector.emit([msg_id, body], row=i)
+
+
 class Sink(BasicBolt):
     """Records each id it processes (with its process) in the sink's own SQLite file."""
 
@@ -99,11 +122,14 @@ class Sink(BasicBolt):
         self.conn.execute("INSERT INTO seen VALUES (?, ?)", (tup[0], os.getpid()))
 
 
-def topology(queue_path: str, sink_path: str, fail_rate: float, raise_rate: float) -> Any:
+def topology(
+    queue_path: str, sink_path: str, fail_rate: float, raise_rate: float, batch: bool = False
+) -> Any:
     b = TopologyBuilder()
     b.set_spout("queue", SQLiteQueueSpout(queue_path, batch=50), parallelism=2)
     b.set_bolt("flaky", Flaky(fail_rate), parallelism=2).shuffle_grouping("queue")
-    b.set_bolt("raiser", Raiser(raise_rate), parallelism=2).shuffle_grouping("flaky")
+    raiser = BatchRaiser(raise_rate) if batch else Raiser(raise_rate)
+    b.set_bolt("raiser", raiser, parallelism=2).shuffle_grouping("flaky")
     b.set_bolt("sink", Sink(sink_path), parallelism=2).fields_grouping("raiser", ["id"])
     return b.create_topology()
 
@@ -174,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--standalone", action="store_true", help="on a standalone cluster of two hosts"
     )
+    parser.add_argument("--batch", action="store_true", help="the raiser as a BatchBolt")
     args = parser.parse_args(argv)
 
     from tupletree.spark.errors import SparkUnavailableError
@@ -252,12 +279,15 @@ def soak(args: argparse.Namespace, spark: Any, tmp: str) -> int:
     kills = 0
     with SparkCluster(spark) as cluster:
         cluster.submit_topology(
-            NAME, conf, topology(queue_path, sink_path, args.fail_rate, args.raise_rate)
+            NAME,
+            conf,
+            topology(queue_path, sink_path, args.fail_rate, args.raise_rate, args.batch),
         )
         t0 = time.monotonic()
         print(
             f"chaos: {args.duration:.0f} s, a worker killed every {args.kill_every:g} s, "
-            f"{args.rate:g} messages/s, fail {args.fail_rate:g}, raise {args.raise_rate:g}",
+            f"{args.rate:g} messages/s, fail {args.fail_rate:g}, raise {args.raise_rate:g}"
+            f"{' (the raiser a BatchBolt)' if args.batch else ''}",
             flush=True,
         )
         producer.start()
