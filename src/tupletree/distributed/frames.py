@@ -189,14 +189,9 @@ def encode(
                 tup: Tuple = item
                 src = tup._src
                 if src is not last_src:
-                    i = index.get(src)
-                    if i is None:
-                        i = index[src] = len(table)
-                        table.append((src.component, src.stream, src.task, tuple(src.fields)))
-                        arities.append(len(src.fields))
+                    item_code = _source_code(src, index, table, arities)
                     last_src = src
-                    arity = arities[i]
-                    item_code = i
+                    arity = arities[item_code]
                 else:
                     item_code = code
                 if tup._roots is not None:
@@ -233,14 +228,9 @@ def encode(
                     continue
                 src = b._src
                 if src is not last_src:
-                    i = index.get(src)
-                    if i is None:
-                        i = index[src] = len(table)
-                        table.append((src.component, src.stream, src.task, tuple(src.fields)))
-                        arities.append(len(src.fields))
+                    item_code = _source_code(src, index, table, arities)
                     last_src = src
-                    arity = arities[i]
-                    item_code = i
+                    arity = arities[item_code]
                 else:
                     item_code = code
                 bvals = b._values
@@ -517,6 +507,21 @@ def decode(
     for put, batch in ready:
         put(batch)
     return delivered
+
+
+def _source_code(
+    src: TupleSource,
+    index: dict[TupleSource, int],
+    table: list[tuple[Any, ...]],
+    arities: list[int],
+) -> int:
+    """``src``'s position in the frame's source table, adding it on first sight."""
+    i = index.get(src)
+    if i is None:
+        i = index[src] = len(table)
+        table.append((src.component, src.stream, src.task, tuple(src.fields)))
+        arities.append(len(src.fields))
+    return i
 
 
 def _message_width(item: Any) -> bool:

@@ -208,14 +208,7 @@ class BatchCollector:
                 continue
             edge: Id = 0
             if root:
-                try:
-                    edge = pop()
-                except IndexError:
-                    edge = out._next_id()
-                if root is self._run_root or root == self._run_root:
-                    self._run_val ^= edge
-                else:
-                    self._new_run(root, edge)
+                edge = self._child_edge(root)
             elif trees is not None:
                 try:
                     edge = pop()
@@ -231,6 +224,19 @@ class BatchCollector:
             else:
                 out._deliver[t](Tuple(values, src, root, edge))
 
+    def _child_edge(self, root: Id) -> Id:
+        """A fresh edge for a child in ``root``'s tree, XORed into that tree's run."""
+        out = self._out
+        try:
+            edge: Id = out._id_pop()
+        except IndexError:
+            edge = out._next_id()
+        if root is self._run_root or root == self._run_root:
+            self._run_val ^= edge
+        else:
+            self._new_run(root, edge)
+        return edge
+
     def _new_run(self, root: Id, edge: Id) -> None:
         """Start accumulating the edges of ``root``'s tree, keeping the previous one's."""
         if self._run_root:
@@ -239,37 +245,28 @@ class BatchCollector:
         self._run_root = root
         self._run_val = edge
 
-    def _output(self, task: int, src: TupleSource) -> _Output:
+    def _output(self, task: int, src: TupleSource, values: list[Any]) -> _Output:
+        """The buffer for ``task`` from ``src``, with a row of ``values`` added."""
         output = self._outputs.get(task)
         if output is None or output.src is not src:
             if output is not None:  # another stream's emits to this task go first
                 self._out._deliver[task](output.batch())
             output = self._outputs[task] = _Output(src)
-        return output
-
-    def _buffer_run(self, task: int, src: TupleSource, values: list[Any], root: Id) -> None:
-        """A row for a BatchBolt's task: one edge per run of a tree's rows."""
-        output = self._output(task, src)
         if len(values) == 1:
             output.values.append(values[0])
         else:
             output.values.extend(values)
+        return output
+
+    def _buffer_run(self, task: int, src: TupleSource, values: list[Any], root: Id) -> None:
+        """A row for a BatchBolt's task: one edge per run of a tree's rows."""
+        output = self._output(task, src, values)
         counts = output.counts
         if counts and (root is output.last or root == output.last):
             counts[-1] += 1
             output.edges.append(0)
             return
-        edge: Id = 0
-        if root:
-            out = self._out
-            try:
-                edge = out._id_pop()
-            except IndexError:
-                edge = out._next_id()
-            if root is self._run_root or root == self._run_root:
-                self._run_val ^= edge
-            else:
-                self._new_run(root, edge)
+        edge: Id = self._child_edge(root) if root else 0
         output.roots.append(root)
         counts.append(1)
         output.last = root
@@ -286,11 +283,7 @@ class BatchCollector:
     ) -> None:
         """A row with an edge of its own (for a peer's task that takes Tuples, or a row
         in several trees)."""
-        output = self._output(task, src)
-        if len(values) == 1:
-            output.values.append(values[0])
-        else:
-            output.values.extend(values)
+        output = self._output(task, src, values)
         if trees is not None:
             if output.multi is None:
                 output.multi = {}
