@@ -35,10 +35,10 @@ from tupletree.config import validate
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.scheduler import assign
 from tupletree.distributed.transport import Transport
-from tupletree.distributed.worker_main import IDLE_WAIT_MS, local_tasks
+from tupletree.distributed.worker_main import idle_wait_ms, local_tasks
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.gc_tuning import worker_gc
-from tupletree.runtime.worker import Worker, make_layout
+from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, make_layout
 
 KEY = data_key(new_secret())  # shared by the forked workers, as a topology's are
 
@@ -65,7 +65,10 @@ def run_worker(
 ) -> None:
     # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
     # can wrap around between the processes of one run, so their order says nothing).
-    print(f"two_workers: worker {index} pid {os.getpid()}", file=sys.stderr, flush=True)
+    # One write, line and newline together: print() writes the newline separately, and
+    # two workers' lines ran together ("...pid 11447two_workers: worker 0...") and lost
+    # a count.
+    os.write(2, f"two_workers: worker {index} pid {os.getpid()}\n".encode())
     topology = spark_bench.topology(total // workers, workers, corpus=corpus, batch=batch)
     full_conf = conf(workers)
     placement = assign(make_layout(topology, full_conf), workers)
@@ -124,7 +127,8 @@ def _loop(
     rounds_s = rounds_cpu_s = 0.0
     while done.value < workers:
         wall, cpu = time.perf_counter(), time.thread_time()
-        busy = worker.step(worker.now())
+        now = worker.now()
+        busy = worker.step(now)
         if busy:
             rounds_s += time.perf_counter() - wall
             rounds_cpu_s += time.thread_time() - cpu
@@ -133,7 +137,7 @@ def _loop(
             with done.get_lock():
                 done.value += 1
         if not busy:
-            poller.poll(IDLE_WAIT_MS)
+            poller.poll(idle_wait_ms(worker, now, IDLE_WAIT_LONGEST_SECS))
     return rounds_s, rounds_cpu_s
 
 

@@ -17,6 +17,7 @@ DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needl
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import zmq
@@ -26,11 +27,10 @@ from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, 
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.gc_tuning import worker_gc
 from tupletree.runtime.memory import resident_bytes
-from tupletree.runtime.worker import Worker, pickled_components
+from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, pickled_components
 
 REPORT_SECS = 0.5
 DRAIN_SECS = 2.0
-IDLE_WAIT_MS = 1
 # The driver pings every second; a worker that hears nothing for this long ends with
 # DriverLost (reported, and its task fails so that Spark runs it again).
 DRIVER_TIMEOUT_SECS = 30.0
@@ -175,6 +175,12 @@ def local_tasks(placement: dict[int, int], index: int) -> list[int]:
     return sorted(t for t, w in placement.items() if w == index)
 
 
+def idle_wait_ms(worker: Worker, now: float, longest: float) -> int:
+    """``Worker.idle_wait`` in whole milliseconds for a zmq poll, rounded up: pyzmq
+    truncates a float timeout, and a wait of 0.4 ms cut to 0 would spin."""
+    return math.ceil(worker.idle_wait(now, longest) * 1000)
+
+
 def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     clock_now = worker.now
     poller = zmq.Poller()
@@ -213,7 +219,10 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         ):
             break
         if not busy:
-            poller.poll(IDLE_WAIT_MS)
+            # The driver's messages (Activate, Stop) are queued by the control client's
+            # thread without waking this wait: at most IDLE_WAIT_LONGEST_SECS late.
+            longest = min(IDLE_WAIT_LONGEST_SECS, last_report + REPORT_SECS - now)
+            poller.poll(idle_wait_ms(worker, now, longest))
     worker.shutdown()
     _report(worker, transport, control, sent, idle=True)
 
