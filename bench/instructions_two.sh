@@ -24,7 +24,8 @@ mode="${2:-}"
 ir() {
   local dir out counts
   # valgrind's own lines go to a log per process, so that none can cut into the
-  # workers' pid lines on the shared stderr (which lost a count now and then).
+  # workers' pid lines on the shared stderr. (The count lost now and then was two
+  # workers' pid lines run together; two_workers.py now writes each in one write.)
   dir=$(mktemp -d)
   if ! out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
     --log-file="$dir/vg.%p" "$python" "$here/two_workers.py" "$1" "$2" "$corpus" ${mode} 2>&1); then
