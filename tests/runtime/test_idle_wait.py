@@ -127,15 +127,24 @@ def test_a_stopping_worker_does_not_wait() -> None:
 @given(
     active=st.booleans(),
     at_max=st.booleans(),
+    hooked=st.booleans(),
+    blocked=st.booleans(),
     back_off=st.floats(0, 2),
     elapsed=st.floats(0, 100),
     longest=st.floats(-1, 1),
 )
 def test_the_wait_is_never_negative_nor_over_longest(
-    active: bool, at_max: bool, back_off: float, elapsed: float, longest: float
+    active: bool,
+    at_max: bool,
+    hooked: bool,
+    blocked: bool,
+    back_off: float,
+    elapsed: float,
+    longest: float,
 ) -> None:
     clock = [0.0]
-    w = worker(clock, max_pending=2)
+    w = worker(clock, max_pending=2, bolt=HookedSink() if hooked else None)
+    w.external_backpressure = lambda: blocked
     if active:
         w.activate()
         (spout,) = w.spouts

@@ -450,9 +450,9 @@ class Worker:
         arrives, which the caller's wait on its sockets returns for: so until then.
 
         Why: a worker that only waited 1 ms woke ~1,000 times a second for nothing, at
-        ~36k instructions a wake (bench/idle_worker.py); a bolt-only worker, or one
+        ~39k instructions a wake (bench/idle_worker.py); a bolt-only worker, or one
         whose spouts wait for acks at max pending, does not need to."""
-        if self.stopping:
+        if self.stopping or longest <= 0:
             return 0.0
         if self._round_hooks or self._backpressured():
             return min(SPOUT_WAIT_SECS, longest)
