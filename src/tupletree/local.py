@@ -45,12 +45,7 @@ from tupletree.runtime.gc_tuning import SharedTuning
 from tupletree.runtime.log_capture import TopologyLogs
 from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.metrics import aggregate
-from tupletree.runtime.worker import (
-    IDLE_WAIT_LONGEST_SECS,
-    SPOUT_WAIT_SECS,
-    Worker,
-    pickled_components,
-)
+from tupletree.runtime.worker import Worker, pickled_components
 from tupletree.topology.builder import Topology
 
 log = logging.getLogger("tupletree")
@@ -58,6 +53,7 @@ log = logging.getLogger("tupletree")
 # In simulated time a spout that never runs dry would keep "run until idle" going
 # forever; each step stops after this many scheduler rounds.
 SIMULATED_MAX_ROUNDS = 100_000
+IDLE_SLEEP_SECS = 0.001
 
 
 class _Runner:
@@ -71,7 +67,6 @@ class _Runner:
         self.wake = threading.Event()
         self.cond = threading.Condition()
         self.idle_rounds = 0
-        self.watchers = 0  # callers in wait_until / wait_idle
         self.failure: BaseException | None = None
         self.thread = threading.Thread(
             target=self._loop, name=f"tupletree-{worker.name}", daemon=True
@@ -93,10 +88,8 @@ class _Runner:
                 with self.cond:
                     self.idle_rounds += 1
                     self.cond.notify_all()
-                # Commands, stops and spouts fed by other threads set ``wake``; a
-                # caller waiting on idle rounds gets one every 1 ms, as before.
-                longest = SPOUT_WAIT_SECS if self.watchers else IDLE_WAIT_LONGEST_SECS
-                sleep = worker.idle_wait(now, longest)
+                due = worker.next_timer_due()
+                sleep = IDLE_SLEEP_SECS if due is None else min(IDLE_SLEEP_SECS, due - now)
                 if sleep > 0 and self.wake.wait(sleep):
                     self.wake.clear()
         except BaseException as exc:  # a bug in tupletree itself: keep it visible
@@ -117,25 +110,17 @@ class _Runner:
     def wait_until(self, check: Callable[[], bool], timeout: float | None) -> bool:
         """``check()`` after each idle round until it holds (True) or ``timeout``."""
         with self.cond:
-            self.watchers += 1
-            try:
-                self.wake.set()
-                return self.cond.wait_for(lambda: check() or not self.thread.is_alive(), timeout)
-            finally:
-                self.watchers -= 1
+            self.wake.set()
+            return self.cond.wait_for(lambda: check() or not self.thread.is_alive(), timeout)
 
     def wait_idle(self, timeout: float | None) -> bool:
         """True once idle; False on timeout; WorkerDiedError if the thread died."""
         with self.cond:
             target = self.idle_rounds + 2
-            self.watchers += 1
-            try:
-                self.wake.set()
-                idle = self.cond.wait_for(
-                    lambda: self.idle_rounds >= target or not self.thread.is_alive(), timeout
-                )
-            finally:
-                self.watchers -= 1
+            self.wake.set()
+            idle = self.cond.wait_for(
+                lambda: self.idle_rounds >= target or not self.thread.is_alive(), timeout
+            )
         if self.failure is not None:
             raise WorkerDiedError(self.worker.name, describe(self.failure))
         return idle
