@@ -1,5 +1,6 @@
 """The driver's control service and a real ControlClient over loopback, no Spark: a
-stranger who connects to the control port cannot take a worker's route."""
+stranger who connects to the control port cannot take a worker's route; the driver's
+messages wake a worker that waits for input."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 from tupletree import BasicBolt, Spout, TopologyBuilder
 from tupletree.config import validate
-from tupletree.distributed import control
-from tupletree.distributed.control import Activate, Envelope, Register, Welcome
+from tupletree.distributed import control, worker_main
+from tupletree.distributed.control import Activate, Deactivate, Envelope, Register, Stop, Welcome
 from tupletree.distributed.control_client import ControlClient, DriverLost, make_control_address
 from tupletree.distributed.control_service import ControlService
 from tupletree.distributed.driver_state import DriverState
@@ -290,3 +291,102 @@ def test_the_end_of_a_burst_of_bad_frames_is_reported_without_another_one(driver
     wait_until(lambda: len(reports()) == 2, "the burst reported on the timer")
     assert "dropped 20 control frames" in reports()[1]
     sock.close()
+
+
+def test_a_driver_message_wakes_the_poll_on_arrivals_and_waits_there(driver: Driver):
+    """``arrivals`` turns readable once a message is queued for ``recv``: a worker that
+    polls it beside its data socket acts on Activate or Stop at once, however long it
+    meant to wait. Cleared, it waits again; the message stays queued for ``recv``."""
+    client = registered_client(driver)
+    try:
+        # The Welcome's wake-up (the client queues a message, then wakes: it may come
+        # a moment after ``recv`` returned the Welcome).
+        assert client.arrivals.poll(10_000) == zmq.POLLIN
+        client.clear_arrivals()
+        assert client.arrivals.poll(200) == 0, "readable with nothing queued"
+        route = driver.route(0)
+        for sent in (Activate(), Deactivate()):
+            driver.service.send(route, sent)
+            assert client.arrivals.poll(10_000) == zmq.POLLIN, f"{sent} woke nothing"
+            assert client.recv(0) == sent, "woken before the message was queued"
+            client.clear_arrivals()
+            assert client.arrivals.poll(200) == 0, "still readable once cleared"
+        assert client.recv(0) is None
+    finally:
+        client.close()
+
+
+def test_a_lost_driver_wakes_the_poll_on_arrivals_too():
+    """The Stop a client makes up when its driver goes silent wakes the worker's wait
+    as the driver's own would."""
+    d = Driver(1)
+    client = ControlClient(d.address, 0, 0, heartbeat_interval=0.05, driver_timeout=0.3)
+    try:
+        client.register("tcp://127.0.0.1:1", timeout=10)
+        assert isinstance(client.recv(1), Welcome)
+        assert client.arrivals.poll(10_000) == zmq.POLLIN  # the Welcome's
+        client.clear_arrivals()
+        d.service.close()  # the driver goes silent
+        assert client.arrivals.poll(10_000) == zmq.POLLIN
+        msg = client.recv(0)
+        assert isinstance(msg, Stop) and "heard nothing from the driver" in msg.reason
+        assert client.stop_requested.is_set()
+    finally:
+        client.close()
+
+
+EMITTING = threading.Event()
+
+
+class SignallingSpout(WordSpout):
+    """Says when it first emits (the worker runs in this process, in a thread)."""
+
+    def next_tuple(self) -> None:
+        EMITTING.set()
+        super().next_tuple()
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+def test_a_worker_acts_on_stop_without_waiting_for_its_next_report(
+    driver: Driver, monkeypatch: pytest.MonkeyPatch, busy: bool
+):
+    """A worker with nothing to do and no timer due for ten minutes waits until its
+    next report, here a minute away. The driver's Stop must end that wait, and the
+    drain that follows must not wait for reports either (a busy worker: its spout
+    emitting when the Stop comes, so it has trees to finish), so the worker returns
+    within seconds."""
+    monkeypatch.setattr(worker_main, "REPORT_SECS", 60.0)
+    EMITTING.clear()
+    builder = TopologyBuilder()
+    builder.set_spout("words", SignallingSpout())
+    builder.set_bolt("sink", Sink()).shuffle_grouping("words")
+    topology = builder.create_topology()
+    conf = validate({"topology.workers": 1, "topology.message.timeout.secs": 600})
+    placement = assign(make_layout(topology, conf), 1)
+    main = TopologyWorkerMain("idle", pickle.dumps(topology), conf, placement, 10.0)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            main(0, 0, driver.address)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_until(lambda: driver.count("Ready") > 0, "the worker to be ready", timeout=30)
+    # Its first report went out with its first step: past that, it is in its long wait.
+    wait_until(lambda: driver.count("Metrics") > 0, "the worker's first report", timeout=30)
+    reports = driver.count("Metrics")
+    if busy:
+        driver.service.send(driver.route(0), Activate())
+        assert EMITTING.wait(30), "the spout never emitted"
+    driver.service.send(driver.route(0), Stop("the test stops it"))
+    thread.join(20)
+    assert not thread.is_alive(), "the Stop or the drain waited for the next report (60 s)"
+    assert EMITTING.is_set() == busy
+    assert outcome == [None]
+    # Drained and reported on its way out (the driver reads that report on its own
+    # thread, maybe a moment after the worker returned), not at its minute's report.
+    wait_until(lambda: driver.count("Metrics") > reports, "the worker's last report")

@@ -126,6 +126,11 @@ class ControlClient:
     ``send``/``report_error``/``log`` go the other way. Thread-safe.
     ``stop_requested`` is set once a ``Stop`` arrived or the driver was silent for
     ``driver_timeout`` seconds; in the latter case ``driver_lost`` says so.
+
+    ``arrivals``: a socket that turns readable each time a message is queued for
+    ``recv``, for a worker's idle poll beside its data socket (then ``clear_arrivals``
+    once it saw it readable). So a worker can wait as long as its own timers allow and
+    still act on the driver's Activate, Deactivate, Peers or Stop at once.
     """
 
     def __init__(
@@ -159,6 +164,7 @@ class ControlClient:
 
         self._ctx = zmq.Context.instance()
         self._waker = Waker(self._ctx)
+        self._arrived = Waker(self._ctx)  # its rx is the worker's, polled in its thread
         self._dealer = self._ctx.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.ROUTING_ID, secrets.token_bytes(16))
         self._dealer.setsockopt(zmq.LINGER, 2000)
@@ -208,6 +214,17 @@ class ControlClient:
         except queue.Empty:
             return None
 
+    @property
+    def arrivals(self) -> zmq.Socket:
+        """Readable once a message waits for ``recv`` (see the class docstring); poll
+        it only from the thread that calls ``recv`` and ``close``."""
+        return self._arrived.rx
+
+    def clear_arrivals(self) -> None:
+        """Read the wake-ups ``arrivals`` holds, so the next poll waits again. The
+        messages themselves stay queued for ``recv``."""
+        self._arrived.drain()
+
     def send(self, msg: FromWorker) -> None:
         """Send a message of the control protocol to the driver."""
         if not isinstance(msg, control.FROM_WORKER):
@@ -233,6 +250,8 @@ class ControlClient:
         self._waker.wake()
         self._thread.join(5.0)
         self._waker.close()
+        self._arrived.close()
+        self._arrived.close_rx()
 
     def __enter__(self) -> ControlClient:
         return self
@@ -297,7 +316,7 @@ class ControlClient:
                 f"the driver at {self._endpoint} for {self._driver_timeout} s"
             )
             self.stop_requested.set()
-            self._inbox.put(Stop(self.driver_lost))
+            self._deliver(Stop(self.driver_lost))
 
     def _drain_dealer(self) -> None:
         while True:
@@ -329,7 +348,13 @@ class ControlClient:
                 self._peers_changed.notify_all()
         elif isinstance(msg, Stop):
             self.stop_requested.set()
+        self._deliver(msg)
+
+    def _deliver(self, msg: ToWorker) -> None:
+        """Queue ``msg`` for ``recv``, then wake whoever polls ``arrivals``: in this
+        order, so a poll that returns finds the message there."""
         self._inbox.put(msg)
+        self._arrived.wake()
 
 
 def error_message(exc: BaseException, *, fatal: bool) -> ErrorReport:

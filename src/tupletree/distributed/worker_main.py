@@ -8,7 +8,8 @@ stop. It starts inactive: the driver answers ``Ready`` with ``Activate`` when th
 topology is active.
 
     control messages -> ``worker.step(now)`` (timers, frames in, a round, frames out)
-    -> report metrics every REPORT_SECS -> wait on the data socket when idle.
+    -> report metrics every REPORT_SECS -> when idle, wait for a frame, a driver's
+    message, a timer or the next report, whichever comes first.
 
 On ``Stop`` the spouts are deactivated and the worker drains what it holds (bounded by
 DRAIN_SECS) before closing its tasks, so a kill does not cut trees in half needlessly.
@@ -185,6 +186,8 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     clock_now = worker.now
     poller = zmq.Poller()
     poller.register(transport.socket, zmq.POLLIN)
+    arrivals = control.arrivals
+    poller.register(arrivals, zmq.POLLIN)
     last_report = 0.0
     sent = (0, 0)  # errors and timed-out trees reported so far
     idle_rounds = 0
@@ -219,10 +222,14 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
         ):
             break
         if not busy:
-            # The driver's messages (Activate, Stop) are queued by the control client's
-            # thread without waking this wait: at most IDLE_WAIT_LONGEST_SECS late.
-            longest = min(IDLE_WAIT_LONGEST_SECS, last_report + REPORT_SECS - now)
-            poller.poll(idle_wait_ms(worker, now, longest))
+            # Until the next report at most: a driver's message ends the wait (the
+            # control client wakes ``arrivals``), and so does a frame. While draining,
+            # a few short waits, so that a Stop ends in a few idle rounds.
+            longest = last_report + REPORT_SECS - now
+            if draining_since is not None:
+                longest = min(longest, IDLE_WAIT_LONGEST_SECS)
+            if dict(poller.poll(idle_wait_ms(worker, now, longest))).get(arrivals):
+                control.clear_arrivals()
     worker.shutdown()
     _report(worker, transport, control, sent, idle=True)
 

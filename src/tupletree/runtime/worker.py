@@ -86,9 +86,10 @@ RECEIVE_FRAMES_PER_STEP = 64
 # How long an idle worker whose spouts may emit waits before it polls them again
 # (Storm's topology.sleep.spout.wait.strategy.time.ms); see Worker.idle_wait.
 SPOUT_WAIT_SECS = 0.001
-# The longest an idle worker's driver waits for input before it steps again even with
-# nothing due: it looks at what arrives without waking it (a driver's message queued by
-# another thread) that often.
+# The longest an idle worker's loop waits for input when it must look at something
+# that cannot wake it (bench/two_workers.py's shared counter) or keep a Stop's drain
+# short (distributed/worker_main.py, which otherwise waits until its next report: the
+# driver's messages wake it).
 IDLE_WAIT_LONGEST_SECS = 0.02
 TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields(["freq"]))
 SYSTEM_TICK_SOURCE = TupleSource(SYSTEM_COMPONENT, SYSTEM_TICK_STREAM, -1, Fields(["freq"]))
