@@ -188,7 +188,7 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     poller.register(transport.socket, zmq.POLLIN)
     arrivals = control.arrivals
     poller.register(arrivals, zmq.POLLIN)
-    last_report = 0.0
+    last_report = -math.inf  # the first report goes with the first step, whatever the clock
     sent = (0, 0)  # errors and timed-out trees reported so far
     idle_rounds = 0
     draining_since: float | None = None
