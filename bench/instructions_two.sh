@@ -8,14 +8,18 @@
 # The busiest worker bounds the rate: two workers can run at most
 # (one worker's count) / (the busiest worker's count) times as fast as one, less
 # whatever two busy cores cost each other on this machine (bench/scaling.py).
-# Usage: bash bench/instructions_two.sh [corpus] [batch]   (about five minutes; needs valgrind)
+# Usage: bash bench/instructions_two.sh [corpus] [batch] [p2]   (about five minutes; needs valgrind)
 #   corpus: benchmark (default; its count words split 63/37) or zipf (balanced, 50/50)
-#   batch: the split and count are BatchBolts (topology/batch.py)
+#   batch: the split and count are BatchBolts (topology/batch.py); "-" for the Tuple path
+#   p2: also one worker running the two-worker topology (parallelism 2, two ackers, all
+#       local): what parallelism 2 costs apart from crossing workers (two more minutes)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
 corpus="${1:-benchmark}"
 mode="${2:-}"
+[ "$mode" = "-" ] && mode=""
+also_p2="${3:-}"
 # Ir of each worker process, in worker order: two_workers.py prints each worker's pid
 # (pids can wrap around within a run, so their order cannot tell the workers apart).
 # A run that fails, or a worker without a count, stops the script with the run's output
@@ -28,7 +32,7 @@ ir() {
   # workers' pid lines run together; two_workers.py now writes each in one write.)
   dir=$(mktemp -d)
   if ! out=$(valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null \
-    --log-file="$dir/vg.%p" "$python" "$here/two_workers.py" "$1" "$2" "$corpus" ${mode} 2>&1); then
+    --log-file="$dir/vg.%p" "$python" "$here/two_workers.py" "$1" "$2" "$corpus" ${mode} ${3:-} 2>&1); then
     printf 'bench/instructions_two.sh: two_workers.py %s %s %s failed:\n%s\n' \
       "$1" "$2" "$corpus" "$(echo "$out" | tail -20)" >&2
     rm -rf "$dir"
@@ -48,10 +52,10 @@ ir() {
   fi
   echo "$counts"
 }
-per_worker() {  # $1 workers -> marginal instructions per sentence of each worker
+per_worker() {  # $1 workers [$2 pN] -> marginal instructions per sentence of each worker
   local a b
-  mapfile -t a < <(ir 20000 "$1")
-  mapfile -t b < <(ir 60000 "$1")
+  mapfile -t a < <(ir 20000 "$1" ${2:-})
+  mapfile -t b < <(ir 60000 "$1" ${2:-})
   for i in "${!a[@]}"; do echo $(( (b[i] - a[i]) / 40000 )); done
 }
 mapfile -t one < <(per_worker 1)
@@ -60,5 +64,10 @@ busiest=$(( two[0] > two[1] ? two[0] : two[1] ))
 echo "corpus: $corpus"
 echo "instructions per sentence, 1 worker: ${one[0]}"
 echo "instructions per sentence, 2 workers: ${two[0]} + ${two[1]} = $(( two[0] + two[1] ))"
+if [ "$also_p2" = "p2" ]; then
+  mapfile -t p2 < <(per_worker 1 p2)
+  echo "instructions per sentence, 1 worker at parallelism 2: ${p2[0]}" \
+    "(parallelism 2 costs $(( p2[0] - one[0] )); crossing workers $(( two[0] + two[1] - p2[0] )))"
+fi
 awk -v one="${one[0]}" -v b="$busiest" \
   'BEGIN {printf "busiest / one worker: %.0f%%; bound on 2 workers / 1 worker: %.2fx\n", 100 * b / one, one / b}'

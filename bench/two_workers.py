@@ -2,10 +2,13 @@
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
 ``Transport`` to the other, driven by ``Worker.step`` as distributed/worker_main.py drives it.
 
-    python bench/two_workers.py [sentences] [workers] [corpus] [batch]
+    python bench/two_workers.py [sentences] [workers] [corpus] [batch] [pN]
 
 With ``workers`` 1 (default 2) it runs the same loop in one process with every task:
-the one-worker figure to compare with, measured the same way. ``corpus``: "benchmark"
+the one-worker figure to compare with, measured the same way. ``pN`` gives each
+component N tasks and the topology N ackers (default: as many as workers): ``1 zipf
+p2`` is one worker running the two-worker topology, all local, which tells what
+parallelism 2 costs apart from what crossing workers costs. ``corpus``: "benchmark"
 (default: 27 words, whose count work splits 63/37 over two count tasks) or "zipf"
 (10,000 words with Zipf's frequencies, split 50/50; bench/wordcount.py). ``batch``: the
 split and count are BatchBolts (topology/batch.py).
@@ -43,11 +46,11 @@ from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, make_layout
 KEY = data_key(new_secret())  # shared by the forked workers, as a topology's are
 
 
-def conf(workers: int) -> dict:
+def conf(workers: int, parallelism: int | None = None) -> dict:
     return validate(
         {
             Config.TOPOLOGY_WORKERS: workers,
-            Config.TOPOLOGY_ACKER_EXECUTORS: workers,
+            Config.TOPOLOGY_ACKER_EXECUTORS: parallelism or workers,
             Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000,
         }
     )
@@ -62,6 +65,7 @@ def run_worker(
     done: Any,
     corpus: str,
     batch: bool = False,
+    parallelism: int | None = None,
 ) -> None:
     # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
     # can wrap around between the processes of one run, so their order says nothing).
@@ -69,8 +73,9 @@ def run_worker(
     # two workers' lines ran together ("...pid 11447two_workers: worker 0...") and lost
     # a count.
     os.write(2, f"two_workers: worker {index} pid {os.getpid()}\n".encode())
-    topology = spark_bench.topology(total // workers, workers, corpus=corpus, batch=batch)
-    full_conf = conf(workers)
+    tasks = parallelism or workers
+    topology = spark_bench.topology(total // tasks, tasks, corpus=corpus, batch=batch)
+    full_conf = conf(workers, tasks)
     placement = assign(make_layout(topology, full_conf), workers)
     transport = Transport(
         zmq.Context.instance(),
@@ -147,14 +152,21 @@ def _heard(worker: Worker) -> int:
 
 
 def run(
-    total: int, workers: int = 2, corpus: str = "benchmark", batch: bool = False
+    total: int,
+    workers: int = 2,
+    corpus: str = "benchmark",
+    batch: bool = False,
+    parallelism: int | None = None,
 ) -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
     ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
     "rounds_cpu_s", "frames_sent", "items_sent"}]}``. ``cpu_s`` is the worker
     process's (user + system, ZeroMQ's I/O thread included); ``rounds_s`` and
     ``rounds_cpu_s`` are what ``_loop`` returns."""
-    total -= total % workers  # each spout task emits total // workers
+    tasks = parallelism or workers
+    if tasks % workers:
+        raise ValueError(f"parallelism {tasks} is not a multiple of {workers} workers")
+    total -= total % tasks  # each spout task emits total // tasks
     ctx = mp.get_context("fork")
     with ctx.Manager() as manager:
         shared = manager.dict()
@@ -162,7 +174,8 @@ def run(
         done = ctx.Value("i", 0)
         procs = [
             ctx.Process(
-                target=run_worker, args=(i, workers, total, shared, ready, done, corpus, batch)
+                target=run_worker,
+                args=(i, workers, total, shared, ready, done, corpus, batch, parallelism),
             )
             for i in range(workers)
         ]
@@ -190,7 +203,9 @@ def main() -> None:
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     corpus = sys.argv[3] if len(sys.argv) > 3 else "benchmark"
     batch = "batch" in sys.argv[4:]
-    result = run(total, workers, corpus, batch)
+    tasks = [int(a[1:]) for a in sys.argv[4:] if a[:1] == "p" and a[1:].isdigit()]
+    parallelism = tasks[-1] if tasks else None
+    result = run(total, workers, corpus, batch, parallelism)
     for i, w in enumerate(result["workers"]):
         rounds = w["rounds_s"] / w["wall_s"]
         on_core = w["rounds_cpu_s"] / w["rounds_s"] if w["rounds_s"] else 0.0
@@ -202,7 +217,8 @@ def main() -> None:
         )
     print(
         f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, {corpus} corpus, "
-        f"{'BatchBolts, ' if batch else ''}no Spark)"
+        f"{'BatchBolts, ' if batch else ''}"
+        f"{f'parallelism {parallelism}, ' if parallelism else ''}no Spark)"
     )
 
 
