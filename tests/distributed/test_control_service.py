@@ -240,6 +240,26 @@ class Sink(BasicBolt):
         pass
 
 
+def started(
+    main: TopologyWorkerMain, driver: Driver
+) -> tuple[threading.Thread, list[BaseException | None]]:
+    """Run worker 0 of ``main`` in a thread until it said Ready; the list gets what
+    ``main`` ended with (None, or what it raised)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            main(0, 0, driver.address)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_until(lambda: driver.count("Ready") > 0, "the worker to be ready", timeout=30)
+    return thread, outcome
+
+
 def test_a_topology_worker_that_loses_its_driver_ends_with_an_error(driver: Driver):
     """A topology worker whose driver goes silent drains and then raises DriverLost
     (which the Spark task reports and fails on, so Spark runs it again) instead of
@@ -253,18 +273,7 @@ def test_a_topology_worker_that_loses_its_driver_ends_with_an_error(driver: Driv
     main = TopologyWorkerMain(
         "lost", pickle.dumps(topology), conf, placement, 10.0, driver_timeout=0.5
     )
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            main(0, 0, driver.address)
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    wait_until(lambda: driver.count("Ready") > 0, "the worker to be ready", timeout=30)
+    thread, outcome = started(main, driver)
     driver.service.close()  # the driver goes silent
     thread.join(30)
     assert not thread.is_alive()
@@ -376,18 +385,7 @@ def test_a_worker_acts_on_stop_without_waiting_for_its_next_report(
     conf = validate({"topology.workers": 1, "topology.message.timeout.secs": 600})
     placement = assign(make_layout(topology, conf), 1)
     main = TopologyWorkerMain("idle", pickle.dumps(topology), conf, placement, 10.0)
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            main(0, 0, driver.address)
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    wait_until(lambda: driver.count("Ready") > 0, "the worker to be ready", timeout=30)
+    thread, outcome = started(main, driver)
     # Its first report goes with its first step: past that, it is in its long wait.
     wait_until(lambda: driver.count("Metrics") > 0, "the worker's first report", timeout=30)
     reports = driver.count("Metrics")
