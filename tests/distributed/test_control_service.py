@@ -325,6 +325,44 @@ def test_a_driver_message_wakes_the_poll_on_arrivals_and_waits_there(driver: Dri
         client.close()
 
 
+class QueueAtWake:
+    """Stands in for a client's arrivals waker: records how many messages ``recv``
+    could have taken at the moment of each wake, then wakes for real."""
+
+    def __init__(self, client: ControlClient) -> None:
+        self.client = client
+        self.real = client._arrived
+        self.queued_at_wake: list[int] = []
+
+    def wake(self) -> None:
+        self.queued_at_wake.append(self.client._inbox.qsize())
+        self.real.wake()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_every_wake_finds_its_message_already_queued(driver: Driver):
+    """The other test above finds the message after a wake, but a wake sent before the
+    queue put would usually pass it too (the poll returns a little later). Recorded at
+    the wake itself, the queue always holds the message: the order is queue, then
+    wake."""
+    client = registered_client(driver)
+    try:
+        assert client.arrivals.poll(10_000) == zmq.POLLIN  # the Welcome's
+        client.clear_arrivals()
+        recorder = client._arrived = QueueAtWake(client)
+        route = driver.route(0)
+        sent = [Activate(), Deactivate(), Activate()]
+        for msg in sent:
+            driver.service.send(route, msg)
+        wait_until(lambda: len(recorder.queued_at_wake) == len(sent), "a wake per message")
+        assert recorder.queued_at_wake == [1, 2, 3]
+        assert [client.recv(0) for _ in sent] == sent
+    finally:
+        client.close()
+
+
 def test_a_lost_driver_wakes_the_poll_on_arrivals_too():
     """The Stop a client makes up when its driver goes silent wakes the worker's wait
     as the driver's own would."""
