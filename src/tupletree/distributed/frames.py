@@ -99,6 +99,7 @@ MESSAGE_WIDTHS: Final = (2, 4)
 # generic byte-array conversion, several times slower per id (notes/performance.md).
 # "L" is 8 bytes on 64-bit Linux and macOS; where it is not (Windows), "Q".
 ID_TYPECODE: Final = "L" if array("L").itemsize == 8 else "Q"
+_EMPTY_IDS: Final = array(ID_TYPECODE)
 
 
 class PeerBuffer:
@@ -538,16 +539,15 @@ def _plain(v: Any) -> bool:
 
 def _packed(ints: list[Any]) -> bytes:
     """``ints`` as 8-byte unsigned ids. ``fromlist`` sizes the array once; the
-    constructor grows it item by item (26 instructions more per id, measured)."""
-    column = array(ID_TYPECODE)
+    constructor grows it item by item (26 instructions more per id, measured). The
+    empty array is copied, not made: ``array()`` parses its arguments first."""
+    column = _EMPTY_IDS.__copy__()
     column.fromlist(ints)
     return column.tobytes()
 
 
 def _ints(data: bytes) -> list[Any]:
-    column = array(ID_TYPECODE)
-    column.frombytes(data)
-    return column.tolist()
+    return array(ID_TYPECODE, data).tolist()
 
 
 def values_coding(data: Any) -> int:

@@ -57,20 +57,22 @@ first number and its id).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-MAC_BYTES = 16  # Poly1305's tag
-LINK_ID_BYTES = 8
-SEQUENCE_BYTES = 8
+# Final: the compiled build then uses the numbers, not a module lookup per use.
+MAC_BYTES: Final = 16  # Poly1305's tag
+LINK_ID_BYTES: Final = 8
+SEQUENCE_BYTES: Final = 8
 # Links whose ciphers a receiver keeps made: one per life of a sender whose frame opened
-# (a stranger's headers never get in); past it the cache starts over.
+# (a stranger's headers never get in); past it the cache starts over. (Not Final: a test
+# lowers it.)
 MAX_OPENERS = 4096
-_LINK_KEY_CONTEXT = b"tupletree data frames to "
-_SENDER_KEY_CONTEXT = b"tupletree data frames from "
-_NONCE_PAD = bytes(12 - SEQUENCE_BYTES)
+_LINK_KEY_CONTEXT: Final = b"tupletree data frames to "
+_SENDER_KEY_CONTEXT: Final = b"tupletree data frames from "
+_NONCE_PAD: Final = bytes(12 - SEQUENCE_BYTES)
 
 
 def link_key(key: bytes, receiver: str) -> bytes:
