@@ -1,6 +1,9 @@
 """What an item that crosses workers costs, and nothing else: ``python bench/crossing.py
-[frames] [batch]``. ``bash bench/instructions_crossing.sh [batch]`` counts its
-instructions per item.
+[frames] [batch] [words|sentences|acks|one]``. ``bash bench/instructions_crossing.sh
+[batch] [KIND]`` counts its instructions per item.
+
+With a KIND, each frame carries only that part of the mix (``one``: a single acker
+message), which splits the cost into a frame's own and each kind's per item.
 
 With ``batch``, the same items cross as a BatchBolt's do (topology/batch.py): the words
 and sentences are sent as Batches (a BatchBolt's buffered emits: one per tree's run of
@@ -65,6 +68,22 @@ def frame_items() -> tuple[list[Any], list[Any], list[Any]]:
     return words, sentences, acks
 
 
+KINDS = ("words", "sentences", "acks", "one")
+
+
+def only(kind: str | None, words: list[Any], sentences: list[Any], acks: list[Any]) -> tuple:
+    """The frame's items cut down to one KIND (None: all of them)."""
+    if kind is None:
+        return words, sentences, acks
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+    return (
+        words if kind == "words" else [],
+        sentences if kind == "sentences" else [],
+        acks if kind == "acks" else acks[:1] if kind == "one" else [],
+    )
+
+
 def as_batches(words: list[Any], sentences: list[Any]) -> tuple[list[Any], list[Any]]:
     """The same rows as a BatchBolt's emits to BatchBolts: a Batch per tree's run of
     words, whose first row carries the run's one edge and the others 0
@@ -74,11 +93,14 @@ def as_batches(words: list[Any], sentences: list[Any]) -> tuple[list[Any], list[
         run = Batch.of_tuples(words[i : i + RUN])
         run._edges[1:] = [0] * (len(run._edges) - 1)
         runs.append(run)
-    return runs, [Batch.of_tuples(sentences)]
+    return runs, [Batch.of_tuples(sentences)] if sentences else []
 
 
 def measure(
-    frames: int = 500, same_host_ipc: bool | None = None, batch: bool = False
+    frames: int = 500,
+    same_host_ipc: bool | None = None,
+    batch: bool = False,
+    kind: str | None = None,
 ) -> dict[str, float]:
     """``{"send_us", "receive_us", "cpu_us", "items_per_frame"}``: wall-clock microseconds
     per item on each side (the receive side's include waiting for ZeroMQ's I/O thread),
@@ -94,7 +116,7 @@ def measure(
     a = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
     b = Transport(ctx, "127.0.0.1", KEY, lambda item, exc: None, same_host_ipc=ipc)
     a.set_peer(1, b.address)
-    words, sentences, acks = frame_items()
+    words, sentences, acks = only(kind, *frame_items())
     per_frame = len(words) + len(sentences) + len(acks)
     inboxes: dict[int, deque] = {COUNT_TASK: deque(), SPLIT_TASK: deque(), ACKER_TASK: deque()}
     if batch:
@@ -138,8 +160,8 @@ def measure(
     }
 
 
-def main(frames: int = 500, batch: bool = False) -> None:
-    r = measure(frames, batch=batch)
+def main(frames: int = 500, batch: bool = False, kind: str | None = None) -> None:
+    r = measure(frames, batch=batch, kind=kind)
     print(
         f"crossing: send {r['send_us']:.2f} us/item, receive {r['receive_us']:.2f} us/item "
         f"(wall clock); {r['cpu_us']:.2f} us CPU per item ({r['items_per_frame']:.0f} items "
@@ -148,4 +170,9 @@ def main(frames: int = 500, batch: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500, "batch" in sys.argv[2:])
+    args = sys.argv[2:]
+    kinds = [a for a in args if a in KINDS]
+    unknown = [a for a in args if a != "batch" and a not in KINDS]
+    if unknown or len(kinds) > 1:
+        sys.exit(f"usage: crossing.py [frames] [batch] [{'|'.join(KINDS)}]; got {args}")
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500, "batch" in args, *kinds)

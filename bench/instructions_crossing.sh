@@ -3,16 +3,32 @@
 # send, receive, check, decode, deliver, free; the word count's mix of items), counted
 # by callgrind: repeatable on a busy machine. Startup cancels out:
 #   (Ir(1,000 frames) - Ir(200 frames)) / (800 frames * 224 items)
-# Usage: bash bench/instructions_crossing.sh [batch]   (about a minute; needs valgrind)
-# With "batch": the items cross as BatchBolts' do (bench/crossing.py says how).
+# Usage: bash bench/instructions_crossing.sh [batch|-] [words|sentences|acks|one]
+#   (about a minute; needs valgrind)
+# With "batch": the items cross as BatchBolts' do (bench/crossing.py says how); "-" for
+# the Tuple path. With a kind, frames carry only that part of the mix (160 words, 16
+# sentences, 48 acker messages, or one acker message) and the script also prints the
+# instructions per frame: a frame of one item is what a frame costs by itself.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
 mode="${1:-}"
+[ "$mode" = "-" ] && mode=""
+kind="${2:-}"
+case "$kind" in
+  "") items=224 ;;
+  words) items=160 ;;
+  sentences) items=16 ;;
+  acks) items=48 ;;
+  one) items=1 ;;
+  *) echo "unknown kind '$kind': words, sentences, acks or one" >&2; exit 2 ;;
+esac
 ir() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$python" "$here/crossing.py" "$1" ${mode} 2>&1 \
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$python" "$here/crossing.py" "$1" ${mode} ${kind} 2>&1 \
     | sed -n 's/^==[0-9]*== Collected : \(.*\)/\1/p' | tr -d ,
 }
 a=$(ir 200)
 b=$(ir 1000)
-echo "instructions per crossing item${mode:+ ($mode)}: $(( (b - a) / (800 * 224) ))"
+label="${mode}${kind:+${mode:+, }only $kind}"
+[ -n "$kind" ] && echo "instructions per frame${label:+ ($label)}: $(( (b - a) / 800 ))"
+echo "instructions per crossing item${label:+ ($label)}: $(( (b - a) / (800 * items) ))"
