@@ -2,7 +2,7 @@
 # Instructions per item that crosses workers (bench/crossing.py: take, encode, sign,
 # send, receive, check, decode, deliver, free; the word count's mix of items), counted
 # by callgrind: repeatable on a busy machine. Startup cancels out:
-#   (Ir(1,000 frames) - Ir(200 frames)) / (800 frames * 224 items)
+#   (Ir(1,000 frames) - Ir(200 frames)) / (800 frames * items a frame: 224 for the mix)
 # Usage: bash bench/instructions_crossing.sh [batch|-] [words|sentences|acks|one]
 #   (about a minute; needs valgrind)
 # With "batch": the items cross as BatchBolts' do (bench/crossing.py says how); "-" for
@@ -15,20 +15,17 @@ python="${PYTHON:-$here/../.venv/bin/python}"
 mode="${1:-}"
 [ "$mode" = "-" ] && mode=""
 kind="${2:-}"
-case "$kind" in
-  "") items=224 ;;
-  words) items=160 ;;
-  sentences) items=16 ;;
-  acks) items=48 ;;
-  one) items=1 ;;
-  *) echo "unknown kind '$kind': words, sentences, acks or one" >&2; exit 2 ;;
-esac
-ir() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$python" "$here/crossing.py" "$1" ${mode} ${kind} 2>&1 \
-    | sed -n 's/^==[0-9]*== Collected : \(.*\)/\1/p' | tr -d ,
+# Each run's output: crossing.py's line, which says how many items a frame carries, and
+# valgrind's count. A run that fails stops the script with what it printed.
+run() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$python" "$here/crossing.py" "$1" ${mode} ${kind} 2>&1
 }
-a=$(ir 200)
-b=$(ir 1000)
+out_a=$(run 200) || { echo "$out_a" >&2; exit 1; }
+out_b=$(run 1000) || { echo "$out_b" >&2; exit 1; }
+ir() { sed -n 's/^==[0-9]*== Collected : \(.*\)/\1/p' | tr -d , ; }
+a=$(ir <<< "$out_a")
+b=$(ir <<< "$out_b")
+items=$(sed -n 's/.*(\([0-9]*\) items per frame).*/\1/p' <<< "$out_b")
 label="${mode}${kind:+${mode:+, }only $kind}"
 [ -n "$kind" ] && echo "instructions per frame${label:+ ($label)}: $(( (b - a) / 800 ))"
 echo "instructions per crossing item${label:+ ($label)}: $(( (b - a) / (800 * items) ))"

@@ -44,7 +44,7 @@ HOT_MODULES = [
     "tupletree/runtime/batch_executor.py",
     "tupletree/distributed/frames.py",
     # A frame's way between workers around frames.py: flush, seal, send; receive, open.
-    # Compiled, a crossing item costs 75 instructions less (2,146 to 2,069 with
+    # Compiled, a crossing item costs ~75 instructions less (2,144 to 2,070 with
     # bench/instructions_crossing.sh batch; notes/performance.md, stop 32).
     "tupletree/distributed/sealing.py",
     "tupletree/distributed/transport.py",
