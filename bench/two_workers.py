@@ -2,7 +2,7 @@
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
 ``Transport`` to the other, driven by ``Worker.step`` as distributed/worker_main.py drives it.
 
-    python bench/two_workers.py [sentences] [workers] [corpus] [batch] [pN]
+    python bench/two_workers.py [sentences] [workers] [corpus] [batch] [pN] [cpu]
 
 With ``workers`` 1 (default 2) it runs the same loop in one process with every task:
 the one-worker figure to compare with, measured the same way. ``pN`` gives each
@@ -11,7 +11,9 @@ p2`` is one worker running the two-worker topology, all local, which tells what
 parallelism 2 costs apart from what crossing workers costs. ``corpus``: "benchmark"
 (default: 27 words, whose count work splits 63/37 over two count tasks) or "zipf"
 (10,000 words with Zipf's frequencies, split 50/50; bench/wordcount.py). ``batch``: the
-split and count are BatchBolts (topology/batch.py).
+split and count are BatchBolts (topology/batch.py). ``cpu``: also time, on the main
+thread's CPU clock, the worker's calls into the transport (receive, and flush_due, which
+encodes and seals): what crossing costs in time, next to what callgrind counts.
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
 --trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
@@ -66,6 +68,7 @@ def run_worker(
     corpus: str,
     batch: bool = False,
     parallelism: int | None = None,
+    cpu: bool = False,
 ) -> None:
     # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
     # can wrap around between the processes of one run, so their order says nothing).
@@ -96,21 +99,27 @@ def run_worker(
         remote_inbox=lambda t: transport.remote_inbox(t, placement[t]),
         link=transport,
     )
+    timed = _TimedLink(transport) if cpu else None
+    if timed is not None:
+        worker.link = timed
     ready.wait()
     transport.set_peers({i: shared[("address", i)] for i in range(workers)}, index)
     worker.start(active=True)
-    t0, wall0 = os.times(), time.perf_counter()
+    t0, wall0, thread0 = os.times(), time.perf_counter(), time.thread_time()
     with worker_gc():
         rounds_s, rounds_cpu_s = _loop(
             worker, transport, workers, spouts_total=total // workers, done=done
         )
-    t1, wall = os.times(), time.perf_counter() - wall0
+    t1, wall, thread_s = os.times(), time.perf_counter() - wall0, time.thread_time() - thread0
     shared[("worker", index)] = {
         "cpu_s": (t1.user - t0.user) + (t1.system - t0.system),
         "system_s": t1.system - t0.system,
         "wall_s": wall,
         "rounds_s": rounds_s,
         "rounds_cpu_s": rounds_cpu_s,
+        "thread_s": thread_s,
+        "receive_s": timed.receive_s if timed else None,
+        "flush_s": timed.flush_s if timed else None,
         "frames_sent": transport.frames_sent,
         "items_sent": getattr(transport, "items_sent", 0),  # 0 before it was counted
     }
@@ -146,6 +155,30 @@ def _loop(
     return rounds_s, rounds_cpu_s
 
 
+class _TimedLink:
+    """The transport as the worker sees it, with the main thread's CPU time in receive
+    and flush_due added up. A stand-in object: the compiled Transport takes no new
+    attributes. (Costs two calls a round more; not for instruction counts.)"""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self.receive_s = self.flush_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def receive(self, inboxes: dict[int, Any], max_frames: int) -> int:
+        t = time.thread_time()
+        n = self._transport.receive(inboxes, max_frames)
+        self.receive_s += time.thread_time() - t
+        return n
+
+    def flush_due(self, now: float, idle: bool) -> None:
+        t = time.thread_time()
+        self._transport.flush_due(now, idle)
+        self.flush_s += time.thread_time() - t
+
+
 def _heard(worker: Worker) -> int:
     """Sentences this worker's spouts have heard back about (acked or failed)."""
     return sum(ex.metrics.acked + ex.metrics.failed for ex in worker.spouts)
@@ -157,12 +190,15 @@ def run(
     corpus: str = "benchmark",
     batch: bool = False,
     parallelism: int | None = None,
+    cpu: bool = False,
 ) -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
     ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
-    "rounds_cpu_s", "frames_sent", "items_sent"}]}``. ``cpu_s`` is the worker
-    process's (user + system, ZeroMQ's I/O thread included); ``rounds_s`` and
-    ``rounds_cpu_s`` are what ``_loop`` returns."""
+    "rounds_cpu_s", "thread_s", "receive_s", "flush_s", "frames_sent", "items_sent"}]}``.
+    ``cpu_s`` is the worker process's (user + system, ZeroMQ's I/O thread included);
+    ``rounds_s`` and ``rounds_cpu_s`` are what ``_loop`` returns; ``thread_s`` is the
+    main thread's CPU over the loop, and with ``cpu`` ``receive_s`` and ``flush_s`` are
+    its share in the transport's calls (else None)."""
     tasks = parallelism or workers
     if tasks % workers:
         raise ValueError(f"parallelism {tasks} is not a multiple of {workers} workers")
@@ -175,7 +211,7 @@ def run(
         procs = [
             ctx.Process(
                 target=run_worker,
-                args=(i, workers, total, shared, ready, done, corpus, batch, parallelism),
+                args=(i, workers, total, shared, ready, done, corpus, batch, parallelism, cpu),
             )
             for i in range(workers)
         ]
@@ -205,7 +241,8 @@ def main() -> None:
     batch = "batch" in sys.argv[4:]
     tasks = [int(a[1:]) for a in sys.argv[4:] if a[:1] == "p" and a[1:].isdigit()]
     parallelism = tasks[-1] if tasks else None
-    result = run(total, workers, corpus, batch, parallelism)
+    cpu = "cpu" in sys.argv[4:]
+    result = run(total, workers, corpus, batch, parallelism, cpu)
     for i, w in enumerate(result["workers"]):
         rounds = w["rounds_s"] / w["wall_s"]
         on_core = w["rounds_cpu_s"] / w["rounds_s"] if w["rounds_s"] else 0.0
@@ -215,6 +252,13 @@ def main() -> None:
             f"({w['cpu_s'] / w['wall_s']:.0%}); in working rounds {rounds:.0%} of its wall "
             f"time, main thread on a core {on_core:.0%} of that"
         )
+        if cpu:
+            crossing = w["receive_s"] + w["flush_s"]
+            print(
+                f"worker {i}: main thread CPU {w['thread_s']:.3f} s, of which the transport "
+                f"{crossing:.3f} s ({crossing / w['thread_s']:.0%}: receive "
+                f"{w['receive_s']:.3f}, flush {w['flush_s']:.3f})"
+            )
     print(
         f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, {corpus} corpus, "
         f"{'BatchBolts, ' if batch else ''}"
