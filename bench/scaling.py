@@ -21,17 +21,24 @@ workers, send and receive sides, over the Unix socket that workers of one host u
 over TCP loopback (what workers on different hosts pay, the network's own time aside).
 
 The model (notes/performance.md, "Scaling model"): with W workers on W cores and
-balanced data, a sentence costs the one-worker CPU time L plus X(W) crossing items at
-c each, spread over W cores that each run 1/k as fast as one alone (k: contention):
+balanced data, a sentence costs the one-worker CPU time L, plus a for each count task
+beyond the first that its words reach (each acks the tree on its own and takes its
+words as a batch of its own: the cost of parallelism, paid even with every task on one
+worker), plus X(W) crossing items at c each, spread over W cores that each run 1/k as
+fast as one alone (k: contention):
 
+    T(W) = W (1 - (1 - 1/W)^10)     count tasks a sentence's 10 words reach
     X(W) = f + 10 f + f + (W - 1) (1 - (1 - 1/W)^10),   f = (W - 1) / W
            (the sentence, its 10 words, the split's ack, one ack per count task on
             another worker than the tree's acker: shuffle and fields grouping place
             each uniformly)
-    speedup(W) = W L / (L + X(W) c) / k
+    speedup(W) = W L / (L + (T(W) - 1) a + X(W) c) / k
 
-Prints medians, and the model with each c; the model's figure for 2 workers next to
-the measured one shows how far to trust it.
+a is calibrated on the 2-worker run: what its CPU per sentence holds beyond L and
+X(2) c, over T(2) - 1. Also printed: a as one worker running the 2-worker topology all
+local measures it (the same work with nothing crossing; dearer here, since one process
+then holds both tasks' state), and the model without a (every task's ack free), which
+is what this bench printed before stop 33. Prints medians, and the model with each c.
 """
 
 from __future__ import annotations
@@ -59,9 +66,19 @@ def crossing_items(workers: int) -> float:
     return f + WORDS_PER_SENTENCE * f + f + count_acks
 
 
-def speedup(workers: int, one_us: float, item_us: float, contention: float) -> float:
-    """The model: W workers' rate over one worker's, on W cores, balanced data."""
-    return workers * one_us / (one_us + crossing_items(workers) * item_us) / contention
+def count_tasks(workers: int) -> float:
+    """Count tasks a sentence's words reach, fields grouping uniform (the model's T(W))."""
+    return workers * (1 - (1 - 1 / workers) ** WORDS_PER_SENTENCE)
+
+
+def speedup(
+    workers: int, one_us: float, item_us: float, contention: float, task_us: float = 0.0
+) -> float:
+    """The model: W workers' rate over one worker's, on W cores, balanced data.
+    ``task_us`` is a: the cost of each count task beyond the first that a sentence's
+    words reach."""
+    spread = (count_tasks(workers) - 1) * task_us
+    return workers * one_us / (one_us + spread + crossing_items(workers) * item_us) / contention
 
 
 def _cpu_us(result: dict[str, Any], sentences: int) -> float:
@@ -140,6 +157,7 @@ def main() -> None:
         two_b = two_workers.run(n, 2, "benchmark", b)
         one_z = two_workers.run(n, 1, "zipf", b)
         two_z = two_workers.run(n, 2, "zipf", b)
+        p2_z = two_workers.run(n, 1, "zipf", b, parallelism=2)
         both = at_once(n, "zipf", b)
         cross = crossing_cost(args.frames, batch=b)
         cross_tcp = crossing_cost(args.frames, same_host_ipc=False, batch=b)
@@ -150,6 +168,7 @@ def main() -> None:
             "two_z": two_z["sentences_per_s"],
             "cpu_one_z": _cpu_us(one_z, n),
             "cpu_two_z": _cpu_us(two_z, n),
+            "cpu_p2_z": _cpu_us(p2_z, n),
             "busiest_b": _busiest_us(two_b, n) / _cpu_us(one_b, n),
             "busiest_z": _busiest_us(two_z, n) / _cpu_us(one_z, n),
             "contention": statistics.mean(_cpu_us(r, n) for r in both) / _cpu_us(one_z, n),
@@ -199,23 +218,38 @@ def main() -> None:
     )
     measured_cpu = med("cpu_two_z") / k
     implied = (measured_cpu - one_us) / crossing_items(2)
+    # a, calibrated: what the 2-worker run spends beyond L and its crossings.
+    task_us = max(0.0, measured_cpu - one_us - crossing_items(2) * item_us) / (count_tasks(2) - 1)
+    local_task_us = (med("cpu_p2_z") - one_us) / (count_tasks(2) - 1)
     print(
-        f"  check: the model says 2 workers {speedup(2, one_us, item_us, k):.2f}x, measured "
-        f"{med_ratio('two_z', 'one_z'):.2f}x (the 2-worker run spends {implied:.2f} us per "
-        "crossing item, contention aside)"
+        f"  check: without a, the model says 2 workers {speedup(2, one_us, item_us, k):.2f}x, "
+        f"measured {med_ratio('two_z', 'one_z'):.2f}x (the 2-worker run spends "
+        f"{implied:.2f} us per crossing item, contention aside)"
+    )
+    print(
+        f"  a, each count task a sentence reaches beyond the first: {task_us:.2f} us CPU "
+        f"(calibrated on the 2-worker run: {task_us / one_us:.0%} of L); one worker "
+        f"running the 2-worker topology all local measures {local_task_us:.2f} us"
     )
     tcp_us = med("item_tcp_us")
     print(
         "  model, balanced data, W workers on W cores (speedup over one worker), every "
-        "crossing at c (one host) and at TCP's c (hosts apart, the network's own time aside):"
+        "crossing at c (one host) and at TCP's c (hosts apart, the network's own time aside);"
+        " last, without a:"
     )
     for w in (2, 4, 8, 16):
-        s = speedup(w, one_us, item_us, k)
-        s_tcp = speedup(w, one_us, tcp_us, k)
+        s = speedup(w, one_us, item_us, k, task_us)
+        s_tcp = speedup(w, one_us, tcp_us, k, task_us)
         print(
-            f"    W={w:>2}: X(W) = {crossing_items(w):5.2f} items per sentence, "
-            f"{s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s; over TCP {s_tcp:5.2f}x"
+            f"    W={w:>2}: T(W) = {count_tasks(w):4.2f}, X(W) = {crossing_items(w):5.2f} items "
+            f"per sentence, {s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s; over TCP "
+            f"{s_tcp:5.2f}x; without a {speedup(w, one_us, item_us, k):5.2f}x"
         )
+    free = speedup(16, one_us, 0.0, 1.0, task_us)
+    print(
+        f"  at 16 workers with every crossing free and no contention: {free:.2f}x "
+        "(the count tasks' spread alone)"
+    )
 
 
 if __name__ == "__main__":
