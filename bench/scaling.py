@@ -37,10 +37,11 @@ fast as one alone (k: contention):
 a is calibrated on the 2-worker run: what its CPU per sentence holds beyond L and
 X(2) c, over T(2) - 1. So it lumps in whatever else two workers cost (a crossing dearer
 in the run than in bench/crossing.py's loop, rounds that find nothing), and the model
-assumes all of it grows with the count tasks a tree reaches. Also printed: a as one worker running the 2-worker topology all
-local measures it (the same work with nothing crossing; dearer here, since one process
-then holds both tasks' state), and the model without a (every task's ack free), which
-is what this bench printed before stop 33. Prints medians, and the model with each c.
+assumes all of it grows with the count tasks a tree reaches. Also printed: a as one
+worker running the 2-worker topology all local measures it (the same work with nothing
+crossing; dearer here, since one process then holds both tasks' state), and the model
+without a (every task's ack free), which is what this bench printed before stop 33.
+Prints medians, and the model with each c.
 """
 
 from __future__ import annotations
