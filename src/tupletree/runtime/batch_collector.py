@@ -9,7 +9,8 @@ Design notes:
   what acking each row after its emits would send.
 - Where the output goes decides its form, per target task (``_kinds``):
   - a BatchBolt's task, on any worker (``BATCH``): the emits are buffered as one Batch,
-    delivered when the input batch is done. Such a Batch is acked whole, never row by
+    delivered when the executor's turn is done (``deliver``). Such a Batch is acked
+    whole, never row by
     row, so the rows of one tree in it need one edge between them, not one each: the
     first row of each run of a tree carries a fresh edge, the others 0 (which XORs to
     nothing and allocates nothing). That saves an id, an XOR and the int's trip per
@@ -24,6 +25,14 @@ Design notes:
   target from another stream, for the same reason.
 - Nothing an emit accepted is dropped: the buffers are delivered whether the batch is
   acked or failed (its children are then in failed trees, as a BasicBolt's are).
+- Buffers are delivered once per turn (every input batch of it), not once per input
+  batch. Why: a task takes one small batch from each task upstream per round (one from
+  every peer's frame, one per local task), and emitting each one's rows to N targets
+  as N Batches of its own made N objects per input batch: at parallelism 16 (all
+  local) the Batches and their buffers were ~25k instructions a sentence of ~97k over
+  one task's (notes/performance.md, stop 33). A tree's run of rows may then continue
+  across input batches of a turn with no new edge: it stays in one output Batch,
+  which is acked whole, and its one edge is in the first batch's ack.
 """
 
 from __future__ import annotations
@@ -116,8 +125,8 @@ class BatchCollector:
         self._row = -1
 
     def finish(self, ok: bool) -> int:
-        """End the current batch: ack its trees (``ok``) or fail them all, deliver the
-        buffered emits; return how many of its rows failed."""
+        """End the current batch: ack its trees (``ok``) or fail them all; return how
+        many of its rows failed. Its emits stay buffered for ``deliver``."""
         batch = self._batch
         assert batch is not None
         out = self._out
@@ -146,13 +155,18 @@ class BatchCollector:
         self._failed_rows.clear()
         self._batch = None
         self._row = -1
+        return failed_rows
+
+    def deliver(self) -> None:
+        """Hand the buffered emits to their tasks: one Batch per target task (and
+        stream) for the whole turn. The executor calls it once a turn, after the last
+        ``finish`` and before the turn's acks are flushed."""
         outputs = self._outputs
         if outputs:
-            deliver = out._deliver
+            deliver = self._out._deliver
             for task, output in outputs.items():
                 deliver[task](output.batch())
             outputs.clear()
-        return failed_rows
 
     def _fail_trees(self, roots: list[Id]) -> None:
         out = self._out

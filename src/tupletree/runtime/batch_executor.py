@@ -6,6 +6,8 @@ and Tuples (from every other collector of this worker, and ticks). A Batch is ex
 as it came; Tuples queued in a row from one source are made into one Batch first
 (``Batch.of_tuples``). A turn takes batches until ``limit`` rows were executed; a Batch
 is never split, so a turn may run over ``limit`` by one batch, which a frame bounds.
+What the turn's batches emit to batch bolts and to other workers is delivered once, at
+the turn's end, one Batch per target (runtime/batch_collector.py says why).
 
 It is a BoltExecutor with ``basic`` set, so the worker treats it as a BasicBolt's
 (``prepare(conf, context)``, ticks, cleanup, no held-tuple watch: it settles every
@@ -85,6 +87,7 @@ class BatchBoltExecutor(BoltExecutor):
                 self.report(exc, "execute_batch")
                 continue
             bc.finish(True)
+        bc.deliver()
         self.metrics.executed += rows
         out.flush()
         self._timed(started, rows)
