@@ -10,10 +10,9 @@ Design notes:
 - Where the output goes decides its form, per target task (``_kinds``):
   - a BatchBolt's task, on any worker (``BATCH``): the emits are buffered as one Batch,
     delivered when the executor's turn is done (``deliver``). Such a Batch is acked
-    whole, never row by
-    row, so the rows of one tree in it need one edge between them, not one each: the
-    first row of each run of a tree carries a fresh edge, the others 0 (which XORs to
-    nothing and allocates nothing). That saves an id, an XOR and the int's trip per
+    whole, never row by row, so the rows of one tree in it need one edge between them,
+    not one each: the first row of each run of a tree carries a fresh edge, the others
+    0 (which XORs to nothing and allocates nothing). That saves an id, an XOR and the int's trip per
     row; a row in several trees keeps an edge of its own.
   - a task of another worker that takes Tuples (``PEER``): buffered as a Batch too
     (the frame is columnar anyway; the receiver rebuilds a Tuple per row), with an edge
