@@ -12,8 +12,8 @@ Design notes:
     delivered when the executor's turn is done (``deliver``). Such a Batch is acked
     whole, never row by row, so the rows of one tree in it need one edge between them,
     not one each: the first row of each run of a tree carries a fresh edge, the others
-    0 (which XORs to nothing and allocates nothing). That saves an id, an XOR and the int's trip per
-    row; a row in several trees keeps an edge of its own.
+    0 (which XORs to nothing and allocates nothing). That saves an id, an XOR and the
+    int's trip per row; a row in several trees keeps an edge of its own.
   - a task of another worker that takes Tuples (``PEER``): buffered as a Batch too
     (the frame is columnar anyway; the receiver rebuilds a Tuple per row), with an edge
     per row, since each Tuple is acked on its own;
