@@ -78,19 +78,27 @@ def plans(draw: Any, roots: list[int] | None = None) -> tuple[list[Tuple], list[
     return rows, steps, draw(st.sampled_from([0, 1, 2, 3])) == 0
 
 
-def collector(seed: int) -> tuple[BatchCollector, OutputCollector, dict[int, Any]]:
+def wiring(seed: int, metrics: Any = None) -> tuple[TaskWiring, dict[int, Any]]:
+    """The bolt's wiring (one route, the three kinds of target, one acker) and the
+    inboxes it delivers to."""
     inboxes: dict[int, Any] = {LOCAL: deque(), FAR: [], BATCHED: [], ACKER: deque()}
     route = StreamRoute(OUT, StreamSpec(OUT.fields, False), [ByValue()], frozenset())
-    wiring = TaskWiring(
+    wired = TaskWiring(
         "bolt",
         BOLT,
         {"default": route},
         inboxes,
         acker_tasks=[ACKER],
         ids=IdGenerator(seed),
+        metrics=metrics,
         target_kinds=KINDS,
     )
-    out = OutputCollector(wiring)
+    return wired, inboxes
+
+
+def collector(seed: int) -> tuple[BatchCollector, OutputCollector, dict[int, Any]]:
+    wired, inboxes = wiring(seed)
+    out = OutputCollector(wired)
     return BatchCollector(out, KINDS), out, inboxes
 
 
@@ -217,19 +225,8 @@ def test_a_turn_delivers_one_batch_per_target_for_all_its_input_batches() -> Non
                 collector.emit([w, [BATCHED]], row=i)
 
     ex = BatchBoltExecutor(BOLT, "bolt", Echo(), lambda *a: None)
-    inboxes: dict[int, Any] = {LOCAL: deque(), FAR: [], BATCHED: [], ACKER: deque()}
-    route = StreamRoute(OUT, StreamSpec(OUT.fields, False), [ByValue()], frozenset())
-    wiring = TaskWiring(
-        "bolt",
-        BOLT,
-        {"default": route},
-        inboxes,
-        acker_tasks=[ACKER],
-        ids=IdGenerator(1),
-        target_kinds=KINDS,
-        metrics=ex.metrics,
-    )
-    ex.connect(wiring)
+    wired, inboxes = wiring(1, ex.metrics)
+    ex.connect(wired)
     other = TupleSource("up2", "default", 8, Fields(["w"]))
     ex.inbox.extend(
         [
@@ -253,3 +250,31 @@ def test_a_turn_delivers_one_batch_per_target_for_all_its_input_batches() -> Non
     for root, val in acks.items():
         trees[root] ^= val
     assert trees == {11: 0, 12: 0}
+
+
+def test_what_a_turn_emitted_is_delivered_when_a_batch_raises_or_the_worker_stops() -> None:
+    """Nothing an emit accepted is dropped: the turn's emits reach their target at the
+    turn's end though its batch raised after emitting, and though a stop (``halt``)
+    came while a batch ran and ended the turn early."""
+    from tupletree import BatchBolt
+    from tupletree.runtime.batch_executor import BatchBoltExecutor
+
+    class EmitThen(BatchBolt):
+        def execute_batch(self, batch: Batch, collector: Any) -> None:
+            w = batch.column("w")[0]
+            collector.emit([w, [BATCHED]], row=0)
+            if w == "raise":
+                raise ValueError("after the emit")
+            if w == "halt":
+                ex.halt = True  # what Worker.stop sets
+
+    errors: list[Any] = []
+    ex = BatchBoltExecutor(BOLT, "bolt", EmitThen(), lambda *a: errors.append(a))
+    wired, inboxes = wiring(2, ex.metrics)
+    ex.connect(wired)
+    other = TupleSource("up2", "default", 8, Fields(["w"]))
+    ex.inbox.extend([Tuple(["raise"], IN, 11, 1), Tuple(["halt"], other, 12, 2), Tuple(["x"], IN)])
+    assert ex.run_batch(100) == 2  # the halt ends the turn; "x" stays queued
+    (out,) = inboxes[BATCHED]
+    assert out.column("n") == ["raise", "halt"]
+    assert len(errors) == 1 and list(ex.inbox) and ex.inbox[0].values == ["x"]

@@ -159,7 +159,8 @@ class BatchCollector:
     def deliver(self) -> None:
         """Hand the buffered emits to their tasks: one Batch per target task (and
         stream) for the whole turn. The executor calls it once a turn, after the last
-        ``finish`` and before the turn's acks are flushed."""
+        ``finish``. Before or after the turn's acks makes no difference: a tree's ack
+        carries its children's edges, so it cannot read zero before they are acked."""
         outputs = self._outputs
         if outputs:
             deliver = self._out._deliver
