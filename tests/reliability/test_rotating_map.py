@@ -125,3 +125,82 @@ def test_capped_put_of_a_held_key_moves_it_without_dropping_others():
     m2.rotate()
     m2.put("k", 2)
     assert len(m2) == 1 and m2.rotate() == {} and m2.rotate() == {"k": 2}
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["put", "touch", "remove", "get", "rotate"]), st.integers(0, 5)),
+    max_size=80,
+)
+
+
+@given(buckets=st.integers(2, 4), ops=OPS)
+def test_touch_remove_and_get_agree_with_a_model_of_ages(buckets, ops):
+    """Against a model (key -> value and rotations since its last put or touch): touch
+    returns the value and restarts the countdown as a put would, remove takes the key
+    out, get only reads, and rotate expires exactly the keys that reach ``buckets``."""
+    m = RotatingMap(buckets)
+    model: dict[int, list[int]] = {}  # key -> [value, age]
+    for step, (op, key) in enumerate(ops):
+        if op == "put":
+            m.put(key, step)
+            model[key] = [step, 0]
+        elif op == "touch":
+            got = m.touch(key)
+            assert got == (model[key][0] if key in model else None)
+            if key in model:
+                model[key][1] = 0
+        elif op == "remove":
+            got = m.remove(key)
+            assert got == (model.pop(key)[0] if key in model else None)
+        elif op == "get":
+            assert m.get(key, -1) == (model[key][0] if key in model else -1)
+        else:
+            expired = m.rotate()
+            for entry in model.values():
+                entry[1] += 1
+            gone = {k: e[0] for k, e in model.items() if e[1] == buckets}
+            assert expired == gone
+            for k in gone:
+                del model[k]
+        assert len(m) == len(model) and set(m) == set(model)
+
+
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["put", "touch", "remove", "rotate"]), st.integers(0, 11)),
+        max_size=120,
+    )
+)
+def test_capped_touch_keeps_the_cap_and_the_touched_key(ops):
+    """A touch that brings a key back to a full nursery makes room as a put does: the
+    map stays within its capacity, the touched key is kept, and len counts what is
+    held."""
+    m = CappedRotatingMap(3, capacity=6)  # 2 per bucket
+    for step, (op, key) in enumerate(ops):
+        if op == "put":
+            m.put(key, step)
+        elif op == "touch":
+            held = key in m
+            assert (m.touch(key) is not None) == held
+            assert (key in m) == held
+        elif op == "remove":
+            m.remove(key)
+            assert key not in m
+        elif op == "rotate":
+            m.rotate()
+        assert len(m) <= m.capacity and len(m) == len(list(m))
+
+
+def test_capped_touch_into_a_full_nursery_makes_room_first():
+    """Touching a key of an older bucket while the nursery is full rotates first, as a
+    put does. Were the nursery let overfull, a rotation would keep the surplus and the
+    next puts would take the map past its capacity."""
+    m = CappedRotatingMap(3, capacity=6)  # 2 per bucket
+    for k in range(6):
+        m.put(k, k)  # buckets, newest first: [4, 5], [2, 3], [0, 1]
+    assert m.touch(0) == 0  # the nursery is full: death row [0, 1] goes first
+    assert 0 in m and 1 not in m
+    m.rotate()
+    for k in range(6, 12):
+        m.put(k, k)
+        assert len(m) <= m.capacity

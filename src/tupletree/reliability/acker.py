@@ -103,12 +103,20 @@ class AckerLedger:
         return self._settle(root, rec)
 
     def ack(self, root: Id, val: Id) -> Outcome | None:
-        rec = self._pending.remove(root)
+        # In place: the record is moved to the nursery (what _settle's re-put does) and
+        # taken out only when it settles. A pending record is never failed (fail and
+        # _settle settle a failed one at once), so only its value can settle it here.
+        # Most acks are not a tree's last: one dict lookup for them, not three.
+        pending = self._pending
+        rec = pending.touch(root)
         if rec is None:
             self._before_init(root, val, False)
             return None
         rec.val ^= val
-        return self._settle(root, rec)
+        if rec.val == 0:
+            pending.remove(root)
+            return (ACKED, root, rec.spout_task)
+        return None
 
     def fail(self, root: Id) -> Outcome | None:
         rec = self._pending.remove(root)
@@ -121,13 +129,10 @@ class AckerLedger:
         return (FAILED, root, rec.spout_task)
 
     def reset(self, root: Id) -> Outcome | None:
-        rec = self._pending.remove(root)
+        rec = self._pending.touch(root)
         if rec is None:
-            rec = self._early.remove(root)
-            if rec is not None:
-                self._early.put_new(root, rec)
+            self._early.touch(root)
             return None
-        self._pending.put_new(root, rec)
         return (RESET_TIMEOUT, root, rec.spout_task)
 
     def _before_init(self, root: Id, val: Id, failed: bool) -> None:

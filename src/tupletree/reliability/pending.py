@@ -31,11 +31,7 @@ class SpoutPending:
 
     def reset(self, root: Id) -> bool:
         """Restart the tree's countdown; False if it is no longer pending."""
-        entry = self._map.remove(root)
-        if entry is None:
-            return False
-        self._map.put_new(root, entry)
-        return True
+        return self._map.touch(root) is not None
 
     def msg_id(self, root: Id) -> Any:
         """The msg id of a pending tree (None if it is not pending)."""

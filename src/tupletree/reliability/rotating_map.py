@@ -7,16 +7,26 @@ bucket (death row), hands each of its entries to the caller, and opens a new nur
 Bound: with rotate called every T seconds, an entry untouched since its last put is
 expired after between (num_buckets - 1) * T and num_buckets * T seconds.
 Cost: get/remove/put are O(num_buckets) dict operations; rotate is O(expired entries).
+``touch`` is one dict operation for a key already in the nursery, as most are: an
+acker's record is re-put on every message about its tree.
 Pure: no clock, no threads; the owner decides when to rotate.
+
+``dict.pop`` is not used: the compiled build has no primitive for it, and the method
+call cost ~470 instructions a remove, more than the lookups themselves
+(notes/performance.md, stop 34). A lookup with a sentinel default and a ``del`` are
+primitives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar, cast
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+# What a lookup gives for an absent key: values may be anything, None included.
+_MISSING: Final = object()
 
 
 class RotatingMap(Generic[K, V]):
@@ -49,17 +59,41 @@ class RotatingMap(Generic[K, V]):
 
     def get(self, key: K, default: V | None = None) -> V | None:
         for bucket in self._buckets:
-            if key in bucket:
-                return bucket[key]
+            value = bucket.get(key, _MISSING)
+            if value is not _MISSING:
+                return cast(V, value)
         return default
 
     def remove(self, key: K) -> V | None:
         """Remove ``key`` and return its value, or None if absent."""
         for bucket in self._buckets:
-            if key in bucket:
+            value = bucket.get(key, _MISSING)
+            if value is not _MISSING:
+                del bucket[key]
                 self._size -= 1
-                return bucket.pop(key)
+                return cast(V, value)
         return None
+
+    def touch(self, key: K) -> V | None:
+        """The value of ``key``, now in the nursery (its countdown restarts, as a
+        ``put`` of the same value would), or None if absent."""
+        buckets = self._buckets
+        nursery = buckets[0]
+        value = nursery.get(key, _MISSING)
+        if value is not _MISSING:
+            return cast(V, value)
+        for i in range(1, len(buckets)):
+            bucket = buckets[i]
+            value = bucket.get(key, _MISSING)
+            if value is not _MISSING:
+                del bucket[key]
+                self._arrive(key, cast(V, value))
+                return cast(V, value)
+        return None
+
+    def _arrive(self, key: K, value: V) -> None:
+        """Put into the nursery a key just taken out of an older bucket."""
+        self._buckets[0][key] = value
 
     def __contains__(self, key: object) -> bool:
         return any(key in bucket for bucket in self._buckets)
@@ -90,7 +124,7 @@ class CappedRotatingMap(RotatingMap[K, V]):
     nursery first rotates, dropping death row. So entries expire after
     ``num_buckets`` rotations at most, and sooner while puts arrive faster than the
     owner rotates (a storm ages the oldest cohort out early, never the newest entry).
-    ``put_new`` and ``put`` check the cap; ``rotate`` returns the entries it expires,
+    ``put_new``, ``put`` and ``touch`` check the cap; ``rotate`` returns the entries it expires,
     an early rotation drops them.
     """
 
@@ -113,6 +147,10 @@ class CappedRotatingMap(RotatingMap[K, V]):
         self._make_room()
         self._buckets[0][key] = value
         self._size += 1
+
+    def _arrive(self, key: K, value: V) -> None:
+        self._make_room()
+        self._buckets[0][key] = value
 
     def put(self, key: K, value: V) -> None:
         if key not in self._buckets[0]:
