@@ -4,7 +4,8 @@ Whatever a batch bolt emits, to whichever kind of target (a Tuple bolt of its wo
 a Tuple bolt of another worker, a BatchBolt anywhere, which gets one edge per run of a
 tree's rows), and whichever rows it fails or whether it raises: once the bolt's ACKs
 and then every receiver's acks have reached the acker, every tree that was not failed
-is back to 0, and a failed tree got a FAIL. The acker starts each tree at the XOR of
+is back to 0, a failed tree got a FAIL, and every row a target got is in the trees of
+the input row it was anchored to. The acker starts each tree at the XOR of
 the input rows' edges, as the spout's and upstream bolts' messages would have left it.
 A turn runs one to three input batches whose rows share trees, and delivers what they
 emitted once, at its end (a tree's run of rows may continue from one input batch into
@@ -120,6 +121,7 @@ def test_every_tree_a_batch_bolt_touches_balances_or_fails(turn: Any, seed: int)
     trees: dict[int, int] = {}  # the acker's value per tree
     failed_trees: set[int] = set()
     sent: dict[int, list[Any]] = {LOCAL: [], FAR: [], BATCHED: []}
+    trees_of_emit: dict[int, set[int]] = {}  # emit's number -> its anchor row's trees
     n = 0  # every emit's own number, over the whole turn
     for rows, steps, raises in turn:
         batch = Batch.of_tuples(rows)
@@ -138,6 +140,7 @@ def test_every_tree_a_batch_bolt_touches_balances_or_fails(turn: Any, seed: int)
             if row is not None and batch._trees_of(row).keys() & bc._failed:
                 continue  # refused (test_batch_collector.py); not what this test is about
             assert bc.emit([n, targets], row=row) == targets
+            trees_of_emit[n] = set() if row is None else set(batch._trees_of(row))
             for t in targets:
                 sent[t].append(n)
         bc.finish(not raises)
@@ -161,6 +164,7 @@ def test_every_tree_a_batch_bolt_touches_balances_or_fails(turn: Any, seed: int)
     got: dict[int, list[Any]] = {LOCAL: [], FAR: [], BATCHED: []}
     for tup in inboxes[LOCAL]:
         got[LOCAL].append(tup.values[0])
+        assert set(tup._tree_edges()) == trees_of_emit[tup.values[0]]
         for root, edge in tup._tree_edges().items():
             xor_into(trees, root, edge)
     assert len(inboxes[FAR]) <= 1 and len(inboxes[BATCHED]) <= 1  # one Batch a turn
@@ -168,6 +172,11 @@ def test_every_tree_a_batch_bolt_touches_balances_or_fails(turn: Any, seed: int)
         for item in inboxes[task]:
             assert type(item) is Batch
             got[task].extend(item.column("n"))
+            # Each row is in its anchor's trees: a run that went on into another
+            # tree's rows (with their edge 0) would balance every XOR and still leave
+            # those trees free to complete before their child.
+            for i, emitted in enumerate(item.column("n")):
+                assert set(item._trees_of(i)) == trees_of_emit[emitted]
             acks: dict[int, int] = {}
             item.tree_acks(acks)
             for root, val in acks.items():
