@@ -12,7 +12,7 @@ acker's record is re-put on every message about its tree.
 Pure: no clock, no threads; the owner decides when to rotate.
 
 ``dict.pop`` is not used: the compiled build has no primitive for it, and the method
-call cost ~470 instructions a remove, more than the lookups themselves
+call cost ~470 instructions each, more than the lookups themselves
 (notes/performance.md, stop 34). A lookup with a sentinel default and a ``del`` are
 primitives.
 """
@@ -124,8 +124,8 @@ class CappedRotatingMap(RotatingMap[K, V]):
     nursery first rotates, dropping death row. So entries expire after
     ``num_buckets`` rotations at most, and sooner while puts arrive faster than the
     owner rotates (a storm ages the oldest cohort out early, never the newest entry).
-    ``put_new``, ``put`` and ``touch`` check the cap; ``rotate`` returns the entries it expires,
-    an early rotation drops them.
+    ``put_new``, ``put`` and ``touch`` check the cap; ``rotate`` returns the entries it
+    expires, an early rotation drops them.
     """
 
     __slots__ = ("_per_bucket",)
