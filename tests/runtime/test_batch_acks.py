@@ -5,11 +5,11 @@ a Tuple bolt of another worker, a BatchBolt anywhere, which gets one edge per ru
 tree's rows), and whichever rows it fails or whether it raises: once the bolt's ACKs
 and then every receiver's acks have reached the acker, every tree that was not failed
 is back to 0, a failed tree got a FAIL, and every row a target got is in the trees of
-the input row it was anchored to. The acker starts each tree at the XOR of
-the input rows' edges, as the spout's and upstream bolts' messages would have left it.
-A turn runs one to three input batches whose rows share trees, and delivers what they
-emitted once, at its end (a tree's run of rows may continue from one input batch into
-the next with no edge of its own).
+the input row it was anchored to. The acker starts each tree at the XOR of the input
+rows' edges, as the spout's and upstream bolts' messages would have left it. A turn
+runs one to three input batches whose rows share trees, and delivers what they emitted
+once, at its end (a tree's run of rows may continue from one input batch into the next
+with no edge of its own).
 """
 
 from __future__ import annotations
