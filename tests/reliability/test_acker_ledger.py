@@ -44,6 +44,19 @@ def test_reset_is_passed_to_the_spout_and_restarts_countdown():
     assert ledger.rotate() == [(TIMED_OUT, 1, 4)]
 
 
+def test_an_ack_that_leaves_the_tree_open_restarts_its_countdown():
+    """As in Storm's acker, every message about a tree restarts its countdown: a tree
+    still being acked is not timed out while it is making progress."""
+    ledger = AckerLedger(num_buckets=3)
+    ledger.init(1, 0b11, spout_task=4)
+    ledger.rotate()
+    ledger.rotate()  # one more rotation would time it out
+    assert ledger.ack(1, 0b01) is None
+    assert ledger.rotate() == []
+    assert ledger.rotate() == []
+    assert ledger.rotate() == [(TIMED_OUT, 1, 4)]
+
+
 def test_untouched_tree_times_out_after_buckets_rotations():
     """A tree nobody touches expires after 3 rotations and is reported to its spout."""
     ledger = AckerLedger(num_buckets=3)

@@ -204,3 +204,14 @@ def test_capped_touch_into_a_full_nursery_makes_room_first():
     for k in range(6, 12):
         m.put(k, k)
         assert len(m) <= m.capacity
+
+
+def test_touch_keeps_a_stored_none_in_the_map():
+    """None is a value like any other: a touch that moves it to the nursery puts it
+    back, though touch (like remove) answers None for it."""
+    m = RotatingMap(2)
+    m.put("k", None)
+    m.rotate()  # "k" is on death row
+    assert m.touch("k") is None
+    assert "k" in m and len(m) == 1
+    assert m.rotate() == {}  # the touch restarted its countdown

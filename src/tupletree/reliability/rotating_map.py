@@ -66,34 +66,30 @@ class RotatingMap(Generic[K, V]):
 
     def remove(self, key: K) -> V | None:
         """Remove ``key`` and return its value, or None if absent."""
+        value = self._take(key)
+        return None if value is _MISSING else cast(V, value)
+
+    def touch(self, key: K) -> V | None:
+        """The value of ``key``, now in the nursery (its countdown restarts, as a
+        ``put`` of the same value would), or None if absent."""
+        value = self._buckets[0].get(key, _MISSING)
+        if value is _MISSING:
+            value = self._take(key)
+            if value is _MISSING:
+                return None
+            self.put_new(key, cast(V, value))
+        return cast(V, value)
+
+    def _take(self, key: K) -> object:
+        """Remove ``key`` and return its value, or ``_MISSING`` (a stored None is a
+        value: ``touch`` must put it back)."""
         for bucket in self._buckets:
             value = bucket.get(key, _MISSING)
             if value is not _MISSING:
                 del bucket[key]
                 self._size -= 1
-                return cast(V, value)
-        return None
-
-    def touch(self, key: K) -> V | None:
-        """The value of ``key``, now in the nursery (its countdown restarts, as a
-        ``put`` of the same value would), or None if absent."""
-        buckets = self._buckets
-        nursery = buckets[0]
-        value = nursery.get(key, _MISSING)
-        if value is not _MISSING:
-            return cast(V, value)
-        for i in range(1, len(buckets)):
-            bucket = buckets[i]
-            value = bucket.get(key, _MISSING)
-            if value is not _MISSING:
-                del bucket[key]
-                self._arrive(key, cast(V, value))
-                return cast(V, value)
-        return None
-
-    def _arrive(self, key: K, value: V) -> None:
-        """Put into the nursery a key just taken out of an older bucket."""
-        self._buckets[0][key] = value
+                return value
+        return _MISSING
 
     def __contains__(self, key: object) -> bool:
         return any(key in bucket for bucket in self._buckets)
@@ -147,10 +143,6 @@ class CappedRotatingMap(RotatingMap[K, V]):
         self._make_room()
         self._buckets[0][key] = value
         self._size += 1
-
-    def _arrive(self, key: K, value: V) -> None:
-        self._make_room()
-        self._buckets[0][key] = value
 
     def put(self, key: K, value: V) -> None:
         if key not in self._buckets[0]:
