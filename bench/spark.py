@@ -22,13 +22,15 @@ def topology(
     rate: float | None = None,
     corpus: str = "benchmark",
     batch: bool = False,
+    rows_per_tree: int = 1,
 ) -> Any:
-    """The word count; with ``batch``, its split and count are BatchBolts."""
+    """The word count; with ``batch``, its split and count are BatchBolts; with
+    ``rows_per_tree`` > 1 each spout emits that many sentences as one tree."""
     b = TopologyBuilder()
     per_task_rate = None if rate is None else rate / workers
     b.set_spout(
         "sentences",
-        wordcount.SentenceSpout(total_per_spout, per_task_rate, corpus),
+        wordcount.SentenceSpout(total_per_spout, per_task_rate, corpus, rows_per_tree),
         parallelism=workers,
     )
     split = wordcount.BatchSplit() if batch else wordcount.Split()

@@ -2,7 +2,7 @@
 ``Worker`` with its share of the tasks (the same placement SparkCluster uses) and a
 ``Transport`` to the other, driven by ``Worker.step`` as distributed/worker_main.py drives it.
 
-    python bench/two_workers.py [sentences] [workers] [corpus] [batch] [pN] [cpu]
+    python bench/two_workers.py [sentences] [workers] [corpus] [batch] [pN] [tN] [cpu]
 
 With ``workers`` 1 (default 2) it runs the same loop in one process with every task:
 the one-worker figure to compare with, measured the same way. ``pN`` gives each
@@ -11,7 +11,8 @@ p2`` is one worker running the two-worker topology, all local, which tells what
 parallelism 2 costs apart from what crossing workers costs. ``corpus``: "benchmark"
 (default: 27 words, whose count work splits 63/37 over two count tasks) or "zipf"
 (10,000 words with Zipf's frequencies, split 50/50; bench/wordcount.py). ``batch``: the
-split and count are BatchBolts (topology/batch.py). ``cpu``: also time, on the main
+split and count are BatchBolts (topology/batch.py). ``tN``: each spout emits N sentences
+at a time as one tree (``emit_batch``), not one tree per sentence. ``cpu``: also time, on the main
 thread's CPU clock, the worker's calls into the transport (receive, and flush_due, which
 encodes and seals): what crossing costs in time, next to what callgrind counts.
 
@@ -69,6 +70,7 @@ def run_worker(
     batch: bool = False,
     parallelism: int | None = None,
     cpu: bool = False,
+    rows_per_tree: int = 1,
 ) -> None:
     # For bench/instructions_two.sh, which picks each worker's count by its pid (pids
     # can wrap around between the processes of one run, so their order says nothing).
@@ -77,7 +79,9 @@ def run_worker(
     # a count.
     os.write(2, f"two_workers: worker {index} pid {os.getpid()}\n".encode())
     tasks = parallelism or workers
-    topology = spark_bench.topology(total // tasks, tasks, corpus=corpus, batch=batch)
+    topology = spark_bench.topology(
+        total // tasks, tasks, corpus=corpus, batch=batch, rows_per_tree=rows_per_tree
+    )
     full_conf = conf(workers, tasks)
     placement = assign(make_layout(topology, full_conf), workers)
     transport = Transport(
@@ -108,7 +112,7 @@ def run_worker(
     t0, wall0, thread0 = os.times(), time.perf_counter(), time.thread_time()
     with worker_gc():
         rounds_s, rounds_cpu_s = _loop(
-            worker, transport, workers, spouts_total=total // workers, done=done
+            worker, transport, workers, spouts_total=total // workers // rows_per_tree, done=done
         )
     t1, wall, thread_s = os.times(), time.perf_counter() - wall0, time.thread_time() - thread0
     shared[("worker", index)] = {
@@ -180,7 +184,7 @@ class _TimedLink:
 
 
 def _heard(worker: Worker) -> int:
-    """Sentences this worker's spouts have heard back about (acked or failed)."""
+    """Trees this worker's spouts have heard back about (acked or failed)."""
     return sum(ex.metrics.acked + ex.metrics.failed for ex in worker.spouts)
 
 
@@ -191,6 +195,7 @@ def run(
     batch: bool = False,
     parallelism: int | None = None,
     cpu: bool = False,
+    rows_per_tree: int = 1,
 ) -> dict[str, Any]:
     """One word count of ``total`` sentences over ``workers`` forked worker processes:
     ``{"sentences_per_s", "workers": [{"cpu_s", "system_s", "wall_s", "rounds_s",
@@ -202,7 +207,7 @@ def run(
     tasks = parallelism or workers
     if tasks % workers:
         raise ValueError(f"parallelism {tasks} is not a multiple of {workers} workers")
-    total -= total % tasks  # each spout task emits total // tasks
+    total -= total % (tasks * rows_per_tree)  # each spout task emits total // tasks
     ctx = mp.get_context("fork")
     with ctx.Manager() as manager:
         shared = manager.dict()
@@ -211,7 +216,19 @@ def run(
         procs = [
             ctx.Process(
                 target=run_worker,
-                args=(i, workers, total, shared, ready, done, corpus, batch, parallelism, cpu),
+                args=(
+                    i,
+                    workers,
+                    total,
+                    shared,
+                    ready,
+                    done,
+                    corpus,
+                    batch,
+                    parallelism,
+                    cpu,
+                    rows_per_tree,
+                ),
             )
             for i in range(workers)
         ]
@@ -241,8 +258,10 @@ def main() -> None:
     batch = "batch" in sys.argv[4:]
     tasks = [int(a[1:]) for a in sys.argv[4:] if a[:1] == "p" and a[1:].isdigit()]
     parallelism = tasks[-1] if tasks else None
+    trees = [int(a[1:]) for a in sys.argv[4:] if a[:1] == "t" and a[1:].isdigit()]
+    rows_per_tree = trees[-1] if trees else 1
     cpu = "cpu" in sys.argv[4:]
-    result = run(total, workers, corpus, batch, parallelism, cpu)
+    result = run(total, workers, corpus, batch, parallelism, cpu, rows_per_tree)
     for i, w in enumerate(result["workers"]):
         rounds = w["rounds_s"] / w["wall_s"]
         on_core = w["rounds_cpu_s"] / w["rounds_s"] if w["rounds_s"] else 0.0
@@ -262,7 +281,8 @@ def main() -> None:
     print(
         f"{result['sentences_per_s']:,.0f} sentences/s ({workers} workers, {corpus} corpus, "
         f"{'BatchBolts, ' if batch else ''}"
-        f"{f'parallelism {parallelism}, ' if parallelism else ''}no Spark)"
+        f"{f'parallelism {parallelism}, ' if parallelism else ''}"
+        f"{f'{rows_per_tree} sentences a tree, ' if rows_per_tree > 1 else ''}no Spark)"
     )
 
 

@@ -87,17 +87,29 @@ CORPORA = {"benchmark": sentences, "zipf": zipf_sentences}
 
 class SentenceSpout(Spout):
     """Emits ``total`` tracked sentences; with ``rate`` set, at most that many per second.
-    ``corpus``: "benchmark" (64 sentences of 27 words) or "zipf" (CORPORA)."""
+    ``corpus``: "benchmark" (64 sentences of 27 words) or "zipf" (CORPORA).
+    ``rows_per_tree`` > 1: that many sentences per ``emit_batch``, one tree each batch
+    (``total`` must then be a multiple of it)."""
 
     outputs = ["sentence"]
 
-    def __init__(self, total: int, rate: float | None = None, corpus: str = "benchmark") -> None:
+    def __init__(
+        self,
+        total: int,
+        rate: float | None = None,
+        corpus: str = "benchmark",
+        rows_per_tree: int = 1,
+    ) -> None:
+        if total % rows_per_tree:
+            raise ValueError(f"{total} sentences are not batches of {rows_per_tree}")
         self.total = total
         self.rate = rate
         self.corpus = corpus
+        self.rows_per_tree = rows_per_tree
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.emit = collector.emit
+        self.emit_batch = collector.emit_batch
         self.sentences = CORPORA[self.corpus]()
         self.mask = len(self.sentences) - 1  # the corpora hold a power of two
         self.n = 0
@@ -113,8 +125,14 @@ class SentenceSpout(Spout):
                 self.start = now
             if n >= (now - self.start) * self.rate:
                 return
-        self.n = n + 1
-        self.emit([self.sentences[n & self.mask]], n)
+        rows = self.rows_per_tree
+        if rows == 1:
+            self.n = n + 1
+            self.emit([self.sentences[n & self.mask]], n)
+            return
+        self.n = n + rows
+        sentences, mask = self.sentences, self.mask
+        self.emit_batch([[sentences[i & mask]] for i in range(n, n + rows)], n)
 
     def fail(self, msg_id: Any) -> None:
         raise RuntimeError(f"benchmark sentence {msg_id} failed")

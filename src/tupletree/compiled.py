@@ -38,6 +38,7 @@ HOT_MODULES = [
     "tupletree/runtime/hashing.py",
     "tupletree/runtime/metrics.py",
     "tupletree/runtime/routing.py",
+    "tupletree/runtime/target_kinds.py",
     "tupletree/runtime/collectors.py",
     "tupletree/runtime/executors.py",
     "tupletree/runtime/batch_collector.py",

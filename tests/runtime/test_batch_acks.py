@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 
 from tupletree.reliability.ids import IdGenerator
 from tupletree.reliability.protocol import ACK, FAIL
-from tupletree.runtime.batch_collector import BATCH, PEER, TUPLES, BatchCollector
+from tupletree.runtime.batch_collector import BatchCollector
 from tupletree.runtime.collectors import OutputCollector, TaskWiring
 from tupletree.runtime.routing import StreamRoute
+from tupletree.runtime.target_kinds import BATCH, PEER, TUPLES
 from tupletree.topology.batch import Batch
 from tupletree.topology.components import StreamSpec
 from tupletree.topology.fields import Fields

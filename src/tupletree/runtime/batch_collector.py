@@ -36,32 +36,17 @@ Design notes:
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from tupletree.errors import EmitError
 from tupletree.reliability.ids import Id
 from tupletree.reliability.protocol import FAIL, RESET
 from tupletree.runtime.collectors import OutputCollector
 from tupletree.runtime.routing import StreamRoute
+from tupletree.runtime.target_kinds import BATCH, TUPLES
 from tupletree.topology.batch import Batch
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple, TupleSource
-
-# What a target task takes from a BatchBolt (see the module's notes).
-TUPLES: Final = 0
-PEER: Final = 1
-BATCH: Final = 2
-
-
-def target_kinds(tasks: list[int], batch_tasks: set[int], remote: set[int]) -> list[int]:
-    """Task id -> TUPLES, PEER or BATCH, as a list indexed by task id."""
-    kinds = [TUPLES] * (max(tasks, default=0) + 1)
-    for t in tasks:
-        if t in batch_tasks:
-            kinds[t] = BATCH
-        elif t in remote:
-            kinds[t] = PEER
-    return kinds
 
 
 class _Output:

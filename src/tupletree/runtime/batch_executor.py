@@ -21,10 +21,11 @@ from time import perf_counter
 from typing import Any
 
 from tupletree.errors import FailedException
-from tupletree.runtime.batch_collector import BatchCollector, target_kinds
+from tupletree.runtime.batch_collector import BatchCollector
 from tupletree.runtime.collectors import OutputCollector, TaskWiring
 from tupletree.runtime.executors import BoltExecutor
 from tupletree.runtime.inboxes import BatchInbox
+from tupletree.runtime.target_kinds import target_kinds
 from tupletree.topology.batch import Batch
 from tupletree.topology.tuple import Tuple
 

@@ -38,6 +38,8 @@ from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
 from tupletree.runtime.error_log import safe_repr
 from tupletree.runtime.metrics import TaskMetrics
 from tupletree.runtime.routing import StreamRoute
+from tupletree.runtime.target_kinds import BATCH, TUPLES
+from tupletree.topology.batch import Batch
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple, in_trees
 
@@ -225,11 +227,12 @@ class SpoutOutputCollector(_Base):
     The root stays a random non-zero 64-bit id; only which acker tracks it is steered.
     """
 
-    __slots__ = ("_executor", "_local_ackers", "_next_local")
+    __slots__ = ("_executor", "_kinds", "_local_ackers", "_next_local")
 
     def __init__(self, wiring: TaskWiring, executor: Any) -> None:
         super().__init__(wiring)
         self._executor = executor
+        self._kinds = wiring.target_kinds  # empty when wired by hand: Tuples for all
         n = self._n_ackers
         local = sorted(wiring.local_ackers)
         # Only worth steering when there is a choice to make.
@@ -250,6 +253,113 @@ class SpoutOutputCollector(_Base):
         route, values = self._direct_route(task, values, stream)
         self._send(route, values, [task], msg_id)
         return [task]
+
+    def emit_batch(self, rows: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        """Emit ``rows`` (a list of value lists) as one tuple tree: one root, one pending
+        entry, one verdict. The spout's ``ack(msg_id)`` comes when every row's tree is
+        done, ``fail(msg_id)`` when any part of it fails or times out, and the whole
+        batch is then the unit of replay. Returns the tasks that got at least one row.
+
+        Each row is routed by the stream's groupings as ``emit`` routes it. A BatchBolt's
+        task gets its rows as one Batch with one edge (it acks a batch whole); any other
+        task gets one Tuple per row, each with an edge of its own. Every row is checked
+        before anything is sent: a bad row raises EmitError and nothing of the batch is
+        emitted. ``msg_id=None``: the rows are not tracked. Max spout pending counts
+        trees, so a batch is one (as Trident's max spout pending counts batches).
+        """
+        if type(rows) is not list:
+            if isinstance(rows, str | bytes | Mapping | AbstractSet) or not hasattr(
+                rows, "__iter__"
+            ):
+                raise EmitError(
+                    f"component {self._component!r} stream {stream!r}: emit_batch takes a "
+                    f"list of rows (each a list of values), got {type(rows).__name__} "
+                    f"{safe_repr(rows)}",
+                    component=self._component,
+                    stream=stream,
+                )
+            rows = list(rows)
+        route = self._routes.get(stream)
+        checked: list[list[Any]] = []
+        for i, values in enumerate(rows):
+            if route is None or type(values) is not list or len(values) != route.nfields:
+                try:
+                    route, values = self._checked(stream, values)
+                except EmitError as exc:
+                    raise EmitError(
+                        f"emit_batch, row {i} of {len(rows)}: {exc}",
+                        component=self._component,
+                        stream=stream,
+                    ) from None
+            checked.append(values)
+        if route is None:  # no rows, and not a declared non-direct stream: raises
+            route = self._checked(stream, [])[0]
+        per_task: dict[int, list[list[Any]]] = {}
+        for values in checked:
+            for t in route.choose(values):
+                got = per_task.get(t)
+                if got is None:
+                    per_task[t] = [values]
+                else:
+                    got.append(values)
+        metrics = self._metrics
+        metrics.emitted += len(checked)
+        tracked = msg_id is not None and self._n_ackers > 0
+        root: Id = 0
+        if tracked:
+            root = self._new_id()
+            local = self._local_ackers
+            if local is not None:
+                root = self._steer(root, local)
+        init = 0
+        kinds = self._kinds
+        n_kinds = len(kinds)
+        deliver = self._deliver
+        src = route.src
+        for t, got in per_task.items():
+            metrics.transferred += len(got)
+            kind = kinds[t] if t < n_kinds else 0
+            if kind != TUPLES:  # a Batch, to a BatchBolt or over the wire
+                n = len(got)
+                flat: list[Any] = []
+                for values in got:
+                    flat.extend(values)
+                edges: list[Id]
+                if not tracked:
+                    edges = [0] * n
+                elif kind == BATCH:  # acked whole: one edge for the run
+                    edges = [0] * n
+                    edges[0] = edge = self._new_id()
+                    init ^= edge
+                else:  # each row rebuilt as a Tuple and acked on its own
+                    edges = []
+                    for _ in range(n):
+                        edge = self._new_id()
+                        init ^= edge
+                        edges.append(edge)
+                deliver[t](Batch(src, flat, [root], [n], edges))
+            elif tracked:
+                put = deliver[t]
+                for values in got:
+                    edge = self._new_id()
+                    init ^= edge
+                    put(Tuple(values, src, root, edge))
+            else:
+                put = deliver[t]
+                for values in got:
+                    put(Tuple(values, src))
+        if tracked:
+            self._executor.track(root, msg_id)
+            deliver[self._acker_tasks[root % self._n_ackers]]((INIT, root, init, self._task))
+        elif msg_id is not None:  # at-most-once: acked right after next_tuple
+            self._executor.immediate_acks.append(msg_id)
+        return list(per_task)
+
+    def _new_id(self) -> Id:
+        try:
+            return self._id_pop()
+        except IndexError:
+            return self._next_id()
 
     def _send(self, route: StreamRoute, values: list[Any], targets: list[int], msg_id: Any) -> None:
         deliver = self._deliver

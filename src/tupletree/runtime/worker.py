@@ -50,7 +50,6 @@ from tupletree.reliability.protocol import (
     SYSTEM_TICK_STREAM,
     TICK_STREAM,
 )
-from tupletree.runtime.batch_collector import target_kinds
 from tupletree.runtime.batch_executor import BatchBoltExecutor
 from tupletree.runtime.collectors import TaskWiring
 from tupletree.runtime.context import TaskLayout, TopologyContext
@@ -70,6 +69,7 @@ from tupletree.runtime.executors import (
 )
 from tupletree.runtime.routing import build_routes
 from tupletree.runtime.stalls import HeldTuples, TimedOutLog
+from tupletree.runtime.target_kinds import target_kinds
 from tupletree.topology import groupings as g
 from tupletree.topology.batch import Batch
 from tupletree.topology.builder import Topology

@@ -59,10 +59,12 @@ _wakeups: dict[str, list[Callable[[], None]]] = {}
 
 
 class FeederSpout(Spout):
-    """A spout a test feeds by hand: ``feed(values, msg_id=None)`` from any thread.
+    """A spout a test feeds by hand: ``feed(values, msg_id=None)`` from any thread, and
+    ``feed_batch(rows, msg_id=None)`` for rows emitted as one tree
+    (``collector.emit_batch``).
 
-    Each ``next_tuple`` emits one fed tuple (in feed order, shared by all its tasks);
-    acks and fails go to ``tracker``.
+    Each ``next_tuple`` emits one fed tuple or batch (in feed order, shared by all its
+    tasks); acks and fails go to ``tracker``.
     """
 
     def __init__(
@@ -81,7 +83,15 @@ class FeederSpout(Spout):
 
     def feed(self, values: list[Any], msg_id: Any = None) -> None:
         """Queue a tuple; ``msg_id=None`` emits it untracked."""
-        self.queue.append((list(values), msg_id))
+        self._queue((list(values), msg_id))
+
+    def feed_batch(self, rows: list[list[Any]], msg_id: Any = None) -> None:
+        """Queue rows to be emitted as one tree (one ack or fail for all of them);
+        ``msg_id=None`` emits them untracked."""
+        self._queue(([list(values) for values in rows], msg_id, "batch"))
+
+    def _queue(self, item: tuple[Any, ...]) -> None:
+        self.queue.append(item)
         for wakeup in list(_wakeups.get(self.queue.key, ())):
             wakeup()
 
@@ -105,8 +115,11 @@ class FeederSpout(Spout):
             if self.queue.is_remote:
                 self._next_poll = now + REMOTE_POLL_SECS
             return
-        values, msg_id = item
-        self.collector.emit(values, msg_id=msg_id, stream=self.stream)
+        if len(item) == 3:
+            self.collector.emit_batch(item[0], msg_id=item[1], stream=self.stream)
+        else:
+            values, msg_id = item
+            self.collector.emit(values, msg_id=msg_id, stream=self.stream)
 
     def ack(self, msg_id: Any) -> None:
         if self.tracker is not None:
