@@ -1,10 +1,14 @@
 """How the word count scales over workers: measured on this machine's two cores, and
 modelled for more from per-item costs measured in the same run.
 
-    python bench/scaling.py [--sentences N] [--reps R] [--frames F] [--batch]
+    python bench/scaling.py [--sentences N] [--reps R] [--frames F] [--batch] [--trees N]
 
 With ``--batch`` the word count's split and count are BatchBolts and the crossing is
-measured as BatchBolts' items cross (docs/batch-bolts.md).
+measured as BatchBolts' items cross (docs/batch-bolts.md). With ``--trees N`` each spout
+emits N sentences at a time as one tree (``emit_batch``): the acks of a tree are then
+paid once per N sentences, so the model counts no acker message per sentence, and c is
+the crossing of a word (bench/crossing.py's ``words``), which a sentence in a batch
+crosses as too.
 
 Alternates, R times (same minutes, since this VM's speed drifts by tens of percent),
 each run bench/two_workers.py's loop (forked worker processes, no Spark):
@@ -62,11 +66,12 @@ from tupletree.compiled import describe
 WORDS_PER_SENTENCE = 10
 
 
-def crossing_items(workers: int) -> float:
-    """Items that cross workers per sentence, placement uniform (the model's X(W))."""
+def crossing_items(workers: int, rows_per_tree: int = 1) -> float:
+    """Items that cross workers per sentence, placement uniform (the model's X(W)); with
+    ``rows_per_tree`` sentences a tree, its acker messages are shared by them."""
     f = (workers - 1) / workers
     count_acks = (workers - 1) * (1 - (1 - 1 / workers) ** WORDS_PER_SENTENCE)
-    return f + WORDS_PER_SENTENCE * f + f + count_acks
+    return f + WORDS_PER_SENTENCE * f + (f + count_acks) / rows_per_tree
 
 
 def count_tasks(workers: int) -> float:
@@ -75,13 +80,19 @@ def count_tasks(workers: int) -> float:
 
 
 def speedup(
-    workers: int, one_us: float, item_us: float, contention: float, task_us: float = 0.0
+    workers: int,
+    one_us: float,
+    item_us: float,
+    contention: float,
+    task_us: float = 0.0,
+    rows_per_tree: int = 1,
 ) -> float:
     """The model: W workers' rate over one worker's, on W cores, balanced data.
     ``task_us`` is a: the cost of each count task beyond the first that a sentence's
     words reach."""
     spread = (count_tasks(workers) - 1) * task_us
-    return workers * one_us / (one_us + spread + crossing_items(workers) * item_us) / contention
+    crossing = crossing_items(workers, rows_per_tree) * item_us
+    return workers * one_us / (one_us + spread + crossing) / contention
 
 
 def _cpu_us(result: dict[str, Any], sentences: int) -> float:
@@ -96,16 +107,19 @@ def _items_per_sentence(result: dict[str, Any], sentences: int) -> float:
     return sum(w.get("items_sent", 0) for w in result["workers"]) / sentences
 
 
-def _run_into(queue: Any, sentences: int, corpus: str, batch: bool) -> None:
-    queue.put(two_workers.run(sentences, 1, corpus, batch))
+def _run_into(queue: Any, sentences: int, corpus: str, batch: bool, rows_per_tree: int) -> None:
+    queue.put(two_workers.run(sentences, 1, corpus, batch, rows_per_tree=rows_per_tree))
 
 
-def at_once(sentences: int, corpus: str, batch: bool = False) -> list[dict[str, Any]]:
+def at_once(
+    sentences: int, corpus: str, batch: bool = False, rows_per_tree: int = 1
+) -> list[dict[str, Any]]:
     """Two independent one-worker runs started together."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_run_into, args=(queue, sentences, corpus, batch)) for _ in range(2)
+        ctx.Process(target=_run_into, args=(queue, sentences, corpus, batch, rows_per_tree))
+        for _ in range(2)
     ]
     for p in procs:
         p.start()
@@ -124,16 +138,21 @@ def at_once(sentences: int, corpus: str, batch: bool = False) -> list[dict[str, 
     return results
 
 
-def _crossing_into(queue: Any, frames: int, same_host_ipc: bool, batch: bool) -> None:
-    queue.put(crossing.measure(frames, same_host_ipc, batch))
+def _crossing_into(
+    queue: Any, frames: int, same_host_ipc: bool, batch: bool, kind: str | None
+) -> None:
+    queue.put(crossing.measure(frames, same_host_ipc, batch, kind))
 
 
-def crossing_cost(frames: int, same_host_ipc: bool = True, batch: bool = False) -> dict[str, float]:
+def crossing_cost(
+    frames: int, same_host_ipc: bool = True, batch: bool = False, kind: str | None = None
+) -> dict[str, float]:
     """bench/crossing.py's figures, measured in a fresh process (its own ZeroMQ context):
-    over the Unix socket workers of one host use, or over TCP loopback."""
+    over the Unix socket workers of one host use, or over TCP loopback; ``kind``: only
+    that part of the mix (crossing.KINDS)."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    p = ctx.Process(target=_crossing_into, args=(queue, frames, same_host_ipc, batch))
+    p = ctx.Process(target=_crossing_into, args=(queue, frames, same_host_ipc, batch, kind))
     p.start()
     result = queue.get(timeout=600)
     p.join()
@@ -146,24 +165,31 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=2000)
     parser.add_argument("--batch", action="store_true", help="split and count as BatchBolts")
+    parser.add_argument(
+        "--trees", type=int, default=1, help="sentences a spout emits as one tree (emit_batch)"
+    )
     args = parser.parse_args()
-    n = args.sentences
+    t = args.trees
+    if t < 1:
+        parser.error(f"--trees must be at least 1, got {t}")
+    n = args.sentences - args.sentences % (2 * t)
     b = args.batch
+    kind = "words" if t > 1 else None
     print(
         f"{describe()}; {n:,} sentences a run, {args.reps} reps alternated"
-        f"{'; BatchBolts' if b else ''}",
+        f"{'; BatchBolts' if b else ''}{f'; {t} sentences a tree' if t > 1 else ''}",
         flush=True,
     )
     rows = []
     for rep in range(1, args.reps + 1):
-        one_b = two_workers.run(n, 1, "benchmark", b)
-        two_b = two_workers.run(n, 2, "benchmark", b)
-        one_z = two_workers.run(n, 1, "zipf", b)
-        two_z = two_workers.run(n, 2, "zipf", b)
-        p2_z = two_workers.run(n, 1, "zipf", b, parallelism=2)
-        both = at_once(n, "zipf", b)
-        cross = crossing_cost(args.frames, batch=b)
-        cross_tcp = crossing_cost(args.frames, same_host_ipc=False, batch=b)
+        one_b = two_workers.run(n, 1, "benchmark", b, rows_per_tree=t)
+        two_b = two_workers.run(n, 2, "benchmark", b, rows_per_tree=t)
+        one_z = two_workers.run(n, 1, "zipf", b, rows_per_tree=t)
+        two_z = two_workers.run(n, 2, "zipf", b, rows_per_tree=t)
+        p2_z = two_workers.run(n, 1, "zipf", b, parallelism=2, rows_per_tree=t)
+        both = at_once(n, "zipf", b, t)
+        cross = crossing_cost(args.frames, batch=b, kind=kind)
+        cross_tcp = crossing_cost(args.frames, same_host_ipc=False, batch=b, kind=kind)
         row = {
             "one_b": one_b["sentences_per_s"],
             "two_b": two_b["sentences_per_s"],
@@ -217,15 +243,17 @@ def main() -> None:
         f"{med('item_tcp_us'):.2f}; wall clock {med('send_us'):.2f} us to send, "
         f"{med('receive_us'):.2f} to receive); contention k = {k:.2f} (two busy cores); "
         f"items crossing per sentence at 2 workers {med('items_z'):.2f} counted, "
-        f"{crossing_items(2):.2f} modelled"
+        f"{crossing_items(2, t):.2f} modelled"
     )
     measured_cpu = med("cpu_two_z") / k
-    implied = (measured_cpu - one_us) / crossing_items(2)
+    x2 = crossing_items(2, t)
+    implied = (measured_cpu - one_us) / x2
     # a, calibrated: what the 2-worker run spends beyond L and its crossings.
-    task_us = max(0.0, measured_cpu - one_us - crossing_items(2) * item_us) / (count_tasks(2) - 1)
+    task_us = max(0.0, measured_cpu - one_us - x2 * item_us) / (count_tasks(2) - 1)
     local_task_us = (med("cpu_p2_z") - one_us) / (count_tasks(2) - 1)
     print(
-        f"  check: without a, the model says 2 workers {speedup(2, one_us, item_us, k):.2f}x, "
+        f"  check: without a, the model says 2 workers "
+        f"{speedup(2, one_us, item_us, k, 0.0, t):.2f}x, "
         f"measured {med_ratio('two_z', 'one_z'):.2f}x (the 2-worker run spends "
         f"{implied:.2f} us per crossing item, contention aside)"
     )
@@ -241,14 +269,14 @@ def main() -> None:
         " last, without a:"
     )
     for w in (2, 4, 8, 16):
-        s = speedup(w, one_us, item_us, k, task_us)
-        s_tcp = speedup(w, one_us, tcp_us, k, task_us)
+        s = speedup(w, one_us, item_us, k, task_us, t)
+        s_tcp = speedup(w, one_us, tcp_us, k, task_us, t)
         print(
-            f"    W={w:>2}: T(W) = {count_tasks(w):4.2f}, X(W) = {crossing_items(w):5.2f} items "
-            f"per sentence, {s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s; over TCP "
-            f"{s_tcp:5.2f}x; without a {speedup(w, one_us, item_us, k):5.2f}x"
+            f"    W={w:>2}: T(W) = {count_tasks(w):4.2f}, X(W) = {crossing_items(w, t):5.2f} "
+            f"items per sentence, {s:5.2f}x, {s * med('one_z'):>10,.0f} sentences/s; over TCP "
+            f"{s_tcp:5.2f}x; without a {speedup(w, one_us, item_us, k, 0.0, t):5.2f}x"
         )
-    free = speedup(16, one_us, 0.0, 1.0, task_us)
+    free = speedup(16, one_us, 0.0, 1.0, task_us, t)
     print(
         f"  at 16 workers with every crossing free and no contention: {free:.2f}x "
         "(the count tasks' spread alone)"

@@ -158,27 +158,32 @@ class SQLiteQueueSpout(Spout):
             self._next_in_order()
             return
         if not self.buffer:
-            now = time.time()
-            with immediate(self.conn):
-                rows = self.conn.execute(
-                    "SELECT id, body FROM messages WHERE state='ready' ORDER BY id LIMIT ?",
-                    (self.batch,),
-                ).fetchall()
-                if len(rows) < self.batch:
-                    rows += self.conn.execute(
-                        "SELECT id, body FROM messages WHERE state='leased' AND leased_at < ? "
-                        "ORDER BY id LIMIT ?",
-                        (now - self.visibility_timeout_secs, self.batch - len(rows)),
-                    ).fetchall()
-                self.conn.executemany(
-                    "UPDATE messages SET state='leased', lease=?, leased_at=?, "
-                    "deliveries=deliveries+1 WHERE id=?",
-                    [(self.lease, now, row[0]) for row in rows],
-                )
-            self.buffer = rows[::-1]
+            self._lease()
         if self.buffer:
             msg_id, body = self.buffer.pop()
             self.collector.emit([msg_id, body], msg_id=msg_id)
+
+    def _lease(self) -> None:
+        """Lease up to ``batch`` messages into the buffer (emitted from its end): ready
+        ones first, then ones whose lease expired."""
+        now = time.time()
+        with immediate(self.conn):
+            rows = self.conn.execute(
+                "SELECT id, body FROM messages WHERE state='ready' ORDER BY id LIMIT ?",
+                (self.batch,),
+            ).fetchall()
+            if len(rows) < self.batch:
+                rows += self.conn.execute(
+                    "SELECT id, body FROM messages WHERE state='leased' AND leased_at < ? "
+                    "ORDER BY id LIMIT ?",
+                    (now - self.visibility_timeout_secs, self.batch - len(rows)),
+                ).fetchall()
+            self.conn.executemany(
+                "UPDATE messages SET state='leased', lease=?, leased_at=?, "
+                "deliveries=deliveries+1 WHERE id=?",
+                [(self.lease, now, row[0]) for row in rows],
+            )
+        self.buffer = rows[::-1]
 
     # -- the aligned checkpoint mode (see the module docstring) --------------------------
 
