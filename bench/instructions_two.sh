@@ -14,6 +14,9 @@
 #   p2: also one worker running the two-worker topology (parallelism 2, two ackers, all
 #       local): what parallelism 2 costs apart from crossing workers (two more minutes)
 set -euo pipefail
+# One string hash seed for every run: with a random one, the same code measured ~1k a
+# sentence apart from run to run (dict probes over the 10,000 words; callgrind diffs).
+export PYTHONHASHSEED="${PYTHONHASHSEED:-0}"
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
 corpus="${1:-benchmark}"

@@ -49,12 +49,17 @@ from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, make_layout
 KEY = data_key(new_secret())  # shared by the forked workers, as a topology's are
 
 
-def conf(workers: int, parallelism: int | None = None) -> dict:
+# Sentences a spout task may have in flight, whether one tree each or N to a tree.
+IN_FLIGHT = 1000
+
+
+def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -> dict:
     return validate(
         {
             Config.TOPOLOGY_WORKERS: workers,
             Config.TOPOLOGY_ACKER_EXECUTORS: parallelism or workers,
-            Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000,
+            # Max pending counts trees: as many sentences in flight with N to a tree.
+            Config.TOPOLOGY_MAX_SPOUT_PENDING: max(1, IN_FLIGHT // rows_per_tree),
         }
     )
 
@@ -82,7 +87,7 @@ def run_worker(
     topology = spark_bench.topology(
         total // tasks, tasks, corpus=corpus, batch=batch, rows_per_tree=rows_per_tree
     )
-    full_conf = conf(workers, tasks)
+    full_conf = conf(workers, tasks, rows_per_tree)
     placement = assign(make_layout(topology, full_conf), workers)
     transport = Transport(
         zmq.Context.instance(),
