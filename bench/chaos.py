@@ -105,6 +105,30 @@ class BatchRaiser(BatchBolt):
             collector.emit([msg_id, body], row=i)
 
 
+class TreeQueueSpout(SQLiteQueueSpout):
+    """The queue's spout emitting each lease's messages as one tree (``emit_batch``):
+    its msg id is their ids, and an ack or a fail settles them all."""
+
+    def next_tuple(self) -> None:
+        if not self.buffer:
+            self._lease()
+        if self.buffer:
+            rows, self.buffer = self.buffer[::-1], []
+            self.collector.emit_batch([list(r) for r in rows], msg_id=tuple(r[0] for r in rows))
+
+    def ack(self, msg_id: Any) -> None:
+        for one in msg_id:
+            super().ack(one)
+
+    def fail(self, msg_id: Any) -> None:
+        for one in msg_id:
+            super().fail(one)
+
+    def reset_timeout(self, msg_id: Any) -> None:
+        for one in msg_id:
+            super().reset_timeout(one)
+
+
 class Sink(BasicBolt):
     """Records each id it processes (with its process) in the sink's own SQLite file."""
 
@@ -123,10 +147,16 @@ class Sink(BasicBolt):
 
 
 def topology(
-    queue_path: str, sink_path: str, fail_rate: float, raise_rate: float, batch: bool = False
+    queue_path: str,
+    sink_path: str,
+    fail_rate: float,
+    raise_rate: float,
+    batch: bool = False,
+    trees: bool = False,
 ) -> Any:
     b = TopologyBuilder()
-    b.set_spout("queue", SQLiteQueueSpout(queue_path, batch=50), parallelism=2)
+    spout = TreeQueueSpout if trees else SQLiteQueueSpout
+    b.set_spout("queue", spout(queue_path, batch=50), parallelism=2)
     b.set_bolt("flaky", Flaky(fail_rate), parallelism=2).shuffle_grouping("queue")
     raiser = BatchRaiser(raise_rate) if batch else Raiser(raise_rate)
     b.set_bolt("raiser", raiser, parallelism=2).shuffle_grouping("flaky")
@@ -201,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         "--standalone", action="store_true", help="on a standalone cluster of two hosts"
     )
     parser.add_argument("--batch", action="store_true", help="the raiser as a BatchBolt")
+    parser.add_argument(
+        "--trees",
+        action="store_true",
+        help="the spout emits each lease of messages as one tree (emit_batch)",
+    )
     args = parser.parse_args(argv)
 
     from tupletree.spark.errors import SparkUnavailableError
@@ -281,13 +316,16 @@ def soak(args: argparse.Namespace, spark: Any, tmp: str) -> int:
         cluster.submit_topology(
             NAME,
             conf,
-            topology(queue_path, sink_path, args.fail_rate, args.raise_rate, args.batch),
+            topology(
+                queue_path, sink_path, args.fail_rate, args.raise_rate, args.batch, args.trees
+            ),
         )
         t0 = time.monotonic()
         print(
             f"chaos: {args.duration:.0f} s, a worker killed every {args.kill_every:g} s, "
             f"{args.rate:g} messages/s, fail {args.fail_rate:g}, raise {args.raise_rate:g}"
-            f"{' (the raiser a BatchBolt)' if args.batch else ''}",
+            f"{' (the raiser a BatchBolt)' if args.batch else ''}"
+            f"{' (a lease of messages one tree)' if args.trees else ''}",
             flush=True,
         )
         producer.start()
