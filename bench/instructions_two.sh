@@ -9,8 +9,10 @@
 # (one worker's count) / (the busiest worker's count) times as fast as one, less
 # whatever two busy cores cost each other on this machine (bench/scaling.py).
 # Usage: bash bench/instructions_two.sh [corpus] [batch] [p2]   (about five minutes; needs valgrind)
+#   e.g. bash bench/instructions_two.sh zipf "batch t100" p2
 #   corpus: benchmark (default; its count words split 63/37) or zipf (balanced, 50/50)
-#   batch: the split and count are BatchBolts (topology/batch.py); "-" for the Tuple path
+#   batch: the split and count are BatchBolts (topology/batch.py); "-" for the Tuple path;
+#     with " tN" (quoted with it), N sentences a tree (emit_batch; bench/two_workers.py)
 #   p2: also one worker running the two-worker topology (parallelism 2, two ackers, all
 #       local): what parallelism 2 costs apart from crossing workers (two more minutes)
 set -euo pipefail
@@ -71,6 +73,13 @@ if [ "$also_p2" = "p2" ]; then
   mapfile -t p2 < <(per_worker 1 p2)
   echo "instructions per sentence, 1 worker at parallelism 2: ${p2[0]}" \
     "(parallelism 2 costs $(( p2[0] - one[0] )); crossing workers $(( two[0] + two[1] - p2[0] )))"
+  # Per item that crosses, over the items bench/scaling.py's model counts at 2 workers
+  # (uniform placement, 10 words a sentence): half the sentences, half their words, and
+  # the acker messages of a tree (the split's, the other worker's count's: 1.5) shared
+  # by the N sentences of a tree ("tN"). A model's count, not one the run made.
+  rows=$(sed -n 's/.*\bt\([0-9][0-9]*\)\b.*/\1/p' <<< "$mode")
+  awk -v x="$(( two[0] + two[1] - p2[0] ))" -v n="${rows:-1}" \
+    'BEGIN {items = 0.5 + 5 + 1.5 / n; printf "crossing per item: %.0f (%.2f items a sentence, modelled)\n", x / items, items}'
 fi
 awk -v one="${one[0]}" -v b="$busiest" \
   'BEGIN {printf "busiest / one worker: %.0f%%; bound on 2 workers / 1 worker: %.2fx\n", 100 * b / one, one / b}'
