@@ -101,7 +101,7 @@ def test_a_row_never_acked_times_its_batch_out(cluster):
     b.set_spout("words", feeder)
     b.set_bolt("ack", RecordingAckBolt(journal)).shuffle_grouping("words")
     b.set_bolt("hold", NeverAckBolt(new_journal())).all_grouping("words")
-    # "hold" holds every row of batch 1; batch 2 goes only to "ack" (its own stream).
+    # "ack" acks each row; "hold" gets them too and never acks: the batch can only time out.
     cluster.submit_topology("spout-batch-timeout", TIMEOUT_CONF, b.create_topology())
     cluster.advance_time(11)
     feeder.feed_batch([["a"], ["b"]], msg_id=1)
