@@ -182,3 +182,25 @@ def test_rows_may_come_as_tuples_from_any_iterable() -> None:
     collector, _, inboxes = spout(1)
     collector.emit_batch(((n, (LOCAL,)) for n in range(3)), msg_id=1)
     assert [t.values[0] for t in inboxes[LOCAL]] == [0, 1, 2]
+
+
+def test_a_batchs_root_is_steered_to_this_workers_acker() -> None:
+    """As ``emit`` does: with an acker here and one elsewhere, every batch's INIT (and
+    so its verdict) stays on this worker."""
+    far_acker = 6
+    inboxes: dict[int, Any] = {LOCAL: deque(), ACKER: deque(), far_acker: []}
+    route = StreamRoute(OUT, StreamSpec(OUT.fields, False), [ByValue()], frozenset())
+    wired = TaskWiring(
+        "spout",
+        SPOUT,
+        {"default": route},
+        inboxes,
+        acker_tasks=[far_acker, ACKER],
+        ids=IdGenerator(3),
+        local_ackers=[1],
+        target_kinds=KINDS,
+    )
+    collector = SpoutOutputCollector(wired, Executor())
+    for m in range(50):
+        collector.emit_batch([[m, [LOCAL]]], msg_id=m)
+    assert len(inboxes[ACKER]) == 50 and inboxes[far_acker] == []

@@ -11,29 +11,19 @@ against max spout pending.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
 
 from tupletree import Config, TopologyBuilder
 
 from ..registry import entries, new_journal
-from .test_batch_bolts import SENTENCES, CountWords, FailWord, SplitWords
+from .test_batch_bolts import SENTENCES, FailWord, word_count
 from .test_storm_scenarios import TIMEOUT_CONF, NeverAckBolt, RecordingAckBolt, tracked_feeder
 
 
 @pytest.fixture
 def cluster(any_cluster):
     return any_cluster
-
-
-def word_count(journal: Any, feeder: Any) -> Any:
-    b = TopologyBuilder()
-    b.set_spout("sentences", feeder)
-    b.set_bolt("split", SplitWords(), parallelism=2).shuffle_grouping("sentences")
-    b.set_bolt("count", CountWords(), parallelism=2).fields_grouping("split", ["word"])
-    b.set_bolt("sink", RecordingAckBolt(journal)).shuffle_grouping("count")
-    return b.create_topology()
 
 
 @pytest.mark.standalone
