@@ -49,8 +49,16 @@ from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, make_layout
 KEY = data_key(new_secret())  # shared by the forked workers, as a topology's are
 
 
-# Sentences a spout task may have in flight, whether one tree each or N to a tree.
-IN_FLIGHT = 1000
+# Sentences a spout task may have in flight, whether one tree each or N to a tree
+# (IN_FLIGHT=N in the environment changes it), and at least TREES_IN_FLIGHT trees.
+# Why the floor: a tree that crosses workers waits at each hop for the sender's next
+# flush (up to the transport's 2 ms linger while it is busy), so a spout task's
+# throughput is at most its trees in flight over a tree's latency (Little's law). With
+# 1,000 sentences as 10 trees of 100, two workers sat idle 37% of their wall time and
+# ran no faster than one (331k against 362k sentences/s); with 100 trees of 100 both
+# were busy 96% of it and ran 1.46x one (notes/performance.md, stop 36).
+IN_FLIGHT = int(os.environ.get("IN_FLIGHT", 1000))
+TREES_IN_FLIGHT = int(os.environ.get("TREES_IN_FLIGHT", 100))
 
 
 def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -> dict:
@@ -58,8 +66,8 @@ def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -
         {
             Config.TOPOLOGY_WORKERS: workers,
             Config.TOPOLOGY_ACKER_EXECUTORS: parallelism or workers,
-            # Max pending counts trees: as many sentences in flight with N to a tree.
-            Config.TOPOLOGY_MAX_SPOUT_PENDING: max(1, IN_FLIGHT // rows_per_tree),
+            # Max pending counts trees.
+            Config.TOPOLOGY_MAX_SPOUT_PENDING: max(IN_FLIGHT // rows_per_tree, TREES_IN_FLIGHT),
         }
     )
 

@@ -114,7 +114,7 @@ class MisusesRows(BatchBolt):
 @pytest.mark.parametrize(
     ("word", "message"),
     [
-        ("late", "anchored an emit to row 0, whose tree it already failed"),
+        ("late", "anchored an emit to row 0, which it already failed"),
         ("bool", "row must be the index of an input row (0 to 0), got True"),
         ("past", "row must be the index of an input row (0 to 0), got 1"),
     ],

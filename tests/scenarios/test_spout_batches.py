@@ -14,9 +14,9 @@ from collections import Counter
 
 import pytest
 
-from tupletree import Config, TopologyBuilder
+from tupletree import Bolt, Config, TopologyBuilder
 
-from ..registry import entries, new_journal
+from ..registry import entries, new_journal, record
 from .test_batch_bolts import SENTENCES, FailWord, word_count
 from .test_storm_scenarios import TIMEOUT_CONF, NeverAckBolt, RecordingAckBolt, tracked_feeder
 
@@ -127,3 +127,44 @@ def test_max_spout_pending_counts_a_batch_once(cluster):
     assert sorted(w for (w,) in entries(journal)) == [
         f"{n}-{i}" for n in range(3) for i in range(3)
     ]
+
+
+class TaskRecorder(Bolt):
+    """Records (its task id, the row's value) for each row, and acks it."""
+
+    def __init__(self, journal) -> None:
+        self.journal = journal
+
+    def prepare(self, conf, context, collector):
+        self.task = context.task_id
+        self.collector = collector
+
+    def execute(self, tup):
+        record(self.journal, [self.task, tup[0]])
+        self.collector.ack(tup)
+
+
+def test_a_shuffled_batch_goes_whole_to_one_task_the_next_in_turn(cluster):
+    """Shuffle is asked once a batch (StreamRoute.route_batch): each batch reaches one of
+    the bolt's three tasks, and six equal batches give each task two. On two workers
+    that means a batch crosses whole or not at all."""
+    journal = new_journal()
+    feeder, tracker, _ = tracked_feeder(["row"])
+    b = TopologyBuilder()
+    b.set_spout("rows", feeder)
+    b.set_bolt("record", TaskRecorder(journal), parallelism=3).shuffle_grouping("rows")
+    cluster.submit_topology("spout-batch-shuffle", TIMEOUT_CONF, b.create_topology())
+    for n in range(6):
+        feeder.feed_batch([[f"{n}-{i}"] for i in range(4)], msg_id=n)
+    assert cluster.wait_idle()
+    assert cluster.until(lambda: tracker.acked == set(range(6)))
+    tasks_of_batch: dict[str, set[int]] = {}
+    rows_of_task: dict[int, list[str]] = {}
+    for task, row in entries(journal):
+        tasks_of_batch.setdefault(row.split("-")[0], set()).add(task)
+        rows_of_task.setdefault(task, []).append(row)
+    assert all(len(tasks) == 1 for tasks in tasks_of_batch.values()), tasks_of_batch
+    assert sorted(len(rows) for rows in rows_of_task.values()) == [8, 8, 8]
+    for rows in rows_of_task.values():  # a batch's rows arrive in their order
+        for n in {r.split("-")[0] for r in rows}:
+            assert [r for r in rows if r.startswith(f"{n}-")] == [f"{n}-{i}" for i in range(4)]

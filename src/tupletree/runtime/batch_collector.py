@@ -196,8 +196,8 @@ class BatchCollector:
                 self._anchor_row(row, stream)
                 root = self._row_root
                 trees = self._row_trees
-            if self._failed:
-                self._check_not_failed(row, stream)
+            if self._failed_rows:
+                root, trees = self._live_anchors(row, root, trees, stream)
         kinds = self._kinds
         pop = out._id_pop
         for t in targets:
@@ -308,17 +308,34 @@ class BatchCollector:
         self._row_trees = trees
         self._row_root = 0 if trees is not None else batch._root_of(row)
 
-    def _check_not_failed(self, row: int, stream: str) -> None:
-        failed = self._failed
-        trees = self._row_trees
-        if self._row_root in failed or (trees is not None and trees.keys() & failed):
+    def _live_anchors(
+        self, row: int, root: Id, trees: dict[Id, Id] | None, stream: str
+    ) -> tuple[Id, dict[Id, Id] | None]:
+        """An emit's anchors to ``row`` less the trees this batch already failed.
+
+        Decision: an emit anchored to a row the bolt failed itself raises EmitError (the
+        emit came too late, a bug to hear of). One anchored to a row whose tree was
+        failed through another row goes out without that tree, untracked if no tree is
+        left: a spout's ``emit_batch`` puts many rows in one tree, and a bolt that fails
+        a bad row and goes on with the others is doing the expected thing. The failed
+        tree is replayed whole; in Storm a tuple anchored to a failed tree is processed
+        and its ack does nothing, and here it is simply not tracked.
+        """
+        if row in self._failed_rows:
             out = self._out
             raise EmitError(
-                f"component {out._component!r} anchored an emit to row {row}, whose "
-                "tree it already failed; emit anchored tuples before failing the row",
+                f"component {out._component!r} anchored an emit to row {row}, which it "
+                "already failed; emit anchored tuples before failing the row",
                 component=out._component,
                 stream=stream,
             )
+        failed = self._failed
+        if trees is None:
+            return (0, None) if root in failed else (root, None)
+        live = {r: edge for r, edge in trees.items() if r not in failed}
+        if not live:
+            return 0, None
+        return 0, live
 
     def _input_row(self, row: Any, stream: str) -> Batch:
         """The current batch, once ``row`` is checked to be one of its rows."""

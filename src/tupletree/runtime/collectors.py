@@ -269,7 +269,9 @@ class SpoutOutputCollector(_Base):
         done, ``fail(msg_id)`` when any part of it fails or times out, and the whole
         batch is then the unit of replay. Returns the tasks that got at least one row.
 
-        Each row is routed by the stream's groupings as ``emit`` routes it. A BatchBolt's
+        Rows are routed by the stream's groupings, with one difference from ``emit``: a
+        grouping that does not look at the values (shuffle, all, global) routes the batch
+        whole, to one task in turn for a shuffle (StreamRoute.route_batch). A BatchBolt's
         task gets its rows as one Batch with one edge (it acks a batch whole); any other
         task gets one Tuple per row, each with an edge of its own. Every row is checked
         before anything is sent: a bad row raises EmitError and nothing of the batch is
@@ -303,14 +305,7 @@ class SpoutOutputCollector(_Base):
             checked.append(values)
         if route is None:  # no rows, and not a declared non-direct stream: raises
             route = self._checked(stream, [])[0]
-        per_task: dict[int, list[list[Any]]] = {}
-        for values in checked:
-            for t in route.choose(values):
-                got = per_task.get(t)
-                if got is None:
-                    per_task[t] = [values]
-                else:
-                    got.append(values)
+        per_task = route.route_batch(checked)
         metrics = self._metrics
         metrics.emitted += len(checked)
         tracked = msg_id is not None and self._n_ackers > 0
