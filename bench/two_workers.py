@@ -15,6 +15,8 @@ split and count are BatchBolts (topology/batch.py). ``tN``: each spout emits N s
 at a time as one tree (``emit_batch``), not one tree per sentence. ``cpu``: also time, on the main
 thread's CPU clock, the worker's calls into the transport (receive, and flush_due, which
 encodes and seals): what crossing costs in time, next to what callgrind counts.
+In the environment: ``FLUSH_MILLIS`` (topology.flush.tuple.freq.millis, default 2),
+``IN_FLIGHT`` and ``TREES_IN_FLIGHT`` (max spout pending; see below).
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
 --trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
@@ -41,7 +43,7 @@ from tupletree.config import validate
 from tupletree.distributed.control import data_key, new_secret
 from tupletree.distributed.scheduler import assign
 from tupletree.distributed.transport import Transport
-from tupletree.distributed.worker_main import idle_wait_ms, local_tasks
+from tupletree.distributed.worker_main import apply_transfer_batching, idle_wait_ms, local_tasks
 from tupletree.runtime.clock import RealClock
 from tupletree.runtime.gc_tuning import worker_gc
 from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, make_layout
@@ -68,6 +70,13 @@ def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -
             Config.TOPOLOGY_ACKER_EXECUTORS: parallelism or workers,
             # Max pending counts trees.
             Config.TOPOLOGY_MAX_SPOUT_PENDING: max(IN_FLIGHT // rows_per_tree, TREES_IN_FLIGHT),
+            # FLUSH_MILLIS=N: topology.flush.tuple.freq.millis (how long a busy worker
+            # holds what waits for a peer; default 2).
+            **(
+                {Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS: float(os.environ["FLUSH_MILLIS"])}
+                if "FLUSH_MILLIS" in os.environ
+                else {}
+            ),
         }
     )
 
@@ -104,8 +113,8 @@ def run_worker(
         lambda item, exc: None,
         same_host_ipc=os.environ.get("SAME_HOST_IPC", "1") != "0",
     )
+    apply_transfer_batching(transport, full_conf)  # as worker_main does
     transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
-    transport.linger_secs = float(os.environ.get("LINGER_SECS", transport.linger_secs))
     shared[("address", index)] = transport.address
     worker = Worker(
         "two",

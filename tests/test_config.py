@@ -67,3 +67,19 @@ def test_the_absurd_sizes_that_once_ate_gigabytes_are_refused_quickly():
         with pytest.raises(InvalidConfigError, match="must be from 1 to"):
             validate({key: value})
     assert NUMERIC  # the parametrised test above covers every numeric key
+
+
+def test_the_transfer_batching_defaults_are_the_transports():
+    """config.SETTINGS states them as literals (config must not import the transport,
+    and with it ZeroMQ); they must say what the transport does without the keys."""
+    from tupletree.distributed.transport import FRAME_ITEMS, LINGER_SECS
+
+    assert DEFAULTS[Config.TOPOLOGY_TRANSFER_BATCH_SIZE] == FRAME_ITEMS
+    assert DEFAULTS[Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS] / 1000 == LINGER_SECS
+    for key, bad in [
+        (Config.TOPOLOGY_TRANSFER_BATCH_SIZE, 0),
+        (Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS, 0),
+        (Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS, -1),
+    ]:
+        with pytest.raises(InvalidConfigError, match=key.replace(".", r"\.")):
+            validate({key: bad})

@@ -70,6 +70,15 @@ class Config:
     # Not Storm's: workers of one host (same address) send each other frames over a Unix
     # socket instead of TCP loopback (distributed/transport.py; Linux). False: TCP only.
     TUPLETREE_WORKER_SAME_HOST_IPC = "tupletree.worker.same.host.ipc"
+    # Storm 2's transfer batching, for what crosses workers (SparkCluster; Transport.
+    # flush_due): what waits for a peer goes as one frame once this many items wait, or
+    # once this many milliseconds passed since the last flush while the worker is busy
+    # (an idle worker flushes at once). Storm's defaults are 1 and 1 ms; here 512 and
+    # 2 ms, measured best for the word count at a tree a sentence. A longer wait makes
+    # bigger frames (fewer per-frame costs) and adds up to that much latency a hop under
+    # load: notes/performance.md, "A spout's batch routed whole".
+    TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
+    TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS = "topology.flush.tuple.freq.millis"
 
     # Stateful bolts (tupletree.state): Storm's checkpoint keys, and the aligned mode
     # (beyond Storm: docs/state.md).
@@ -246,6 +255,10 @@ SETTINGS: dict[str, Setting] = {
     # Windowed bolts (tupletree.windowing).
     Config.TOPOLOGY_WINDOW_MAX_EVENTS: Setting(100_000, _int(1, 100_000_000)),
     Config.TUPLETREE_WORKER_SAME_HOST_IPC: Setting(True, _bool),
+    # distributed/transport.py's FRAME_ITEMS and LINGER_SECS (tests/test_config.py
+    # checks that they agree).
+    Config.TOPOLOGY_TRANSFER_BATCH_SIZE: Setting(512, _int(1, 1 << 20)),
+    Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS: Setting(2, _number(positive=True, maximum=1000.0)),
 }
 
 DEFAULTS: dict[str, Any] = {key: setting.default for key, setting in SETTINGS.items()}

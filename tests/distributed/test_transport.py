@@ -495,3 +495,39 @@ def test_a_receive_takes_at_most_max_frames_and_an_empty_one_takes_nothing() -> 
     assert counting.recvs == 3  # one per frame; none that found nothing
     a.close()
     b.close()
+
+
+def test_the_transfer_batching_keys_set_when_a_busy_worker_flushes() -> None:
+    """topology.transfer.batch.size and topology.flush.tuple.freq.millis, as a worker
+    applies them (worker_main.apply_transfer_batching): 3 items make a frame, and a
+    busy worker holds fewer for 10 ms, not 2."""
+    from tupletree.config import Config, validate
+    from tupletree.distributed.worker_main import apply_transfer_batching
+
+    a, b, _ = make_pair()
+    conf = validate(
+        {Config.TOPOLOGY_TRANSFER_BATCH_SIZE: 3, Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS: 10}
+    )
+    apply_transfer_batching(a, conf)
+    src = TupleSource("split", "default", 7, Fields(["n"]))
+    inbox = a.remote_inbox(3, worker=1)
+    a.flush_due(100.0, idle=False)  # the first flush
+    inbox.extend([Tuple([0], src), Tuple([1], src)])
+    a.flush_due(100.001, idle=False)
+    assert a.buffered() == 2  # 2 < 3 items, 1 ms
+    inbox.append(Tuple([2], src))
+    a.flush_due(100.002, idle=False)  # 3 items: a frame
+    assert a.buffered() == 0
+    inbox.append(Tuple([3], src))
+    a.flush_due(100.007, idle=False)  # 5 ms since the last flush: not yet
+    assert a.buffered() == 1
+    a.flush_due(100.0121, idle=False)  # 10 ms
+    assert a.buffered() == 0
+    for _ in range(50):
+        if not a.blocked():
+            break
+        threading.Event().wait(0.02)
+        a.flush()
+    inboxes = {3: deque()}
+    receive_all(b, inboxes, 4)
+    assert [t[0] for t in inboxes[3]] == list(range(4))

@@ -99,6 +99,7 @@ class TopologyWorkerMain:
                 on_rejected=rejected,
                 same_host_ipc=self.conf[Config.TUPLETREE_WORKER_SAME_HOST_IPC],
             )
+            apply_transfer_batching(transport, self.conf)
             forward = _ForwardLogs(control)
             logging.getLogger().addHandler(forward)
             mine = local_tasks(placement, index)
@@ -169,6 +170,13 @@ class _ForwardLogs(logging.Handler):
             self.control.log(line, record.levelname)
         except Exception:
             self.handleError(record)
+
+
+def apply_transfer_batching(transport: Any, conf: dict[str, Any]) -> None:
+    """A validated config's ``topology.transfer.batch.size`` and
+    ``topology.flush.tuple.freq.millis``, onto the worker's Transport."""
+    transport.frame_items = conf[Config.TOPOLOGY_TRANSFER_BATCH_SIZE]
+    transport.linger_secs = conf[Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS] / 1000
 
 
 def local_tasks(placement: dict[int, int], index: int) -> list[int]:
