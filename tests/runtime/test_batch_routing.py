@@ -1,14 +1,16 @@
 """How a spout's batch is routed (StreamRoute.route_batch, used by ``emit_batch``).
 
-The decision: a grouping that does not look at the values (shuffle, all, global) is asked
-once a batch and gets the batch whole; fields groupings (and custom ones) are asked row by
-row, so a key reaches the same task as it would from ``emit``. And the fields routers'
-key cache, whose miss path no longer goes through KeyError: a key of any kind, hashable
-or not, seen first or again, goes to the task its stable hash names.
+The decision: all and global are asked once a batch and get it whole; a shuffle gets it
+in runs of at least SHUFFLE_RUN rows, each run to the next task in turn; fields groupings
+(and custom ones) are asked row by row, so a key reaches the same task as it would from
+``emit``. And the fields routers' key cache, whose miss path no longer goes through
+KeyError: a key of any kind, hashable or not, seen first or again, goes to the task its
+stable hash names.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from tupletree.runtime.hashing import stable_hash, stable_hash_values
 from tupletree.runtime.routing import (
+    SHUFFLE_RUN,
     AllRouter,
     FieldsRouter,
     GlobalRouter,
@@ -60,9 +63,11 @@ def make(kind: str, tasks: list[int], seed: int) -> Any:
 
 
 KINDS = ["shuffle", "fields", "fields2", "all", "global", "custom"]
-ONCE = {"shuffle", "all", "global"}
+ONCE = {"all", "global"}
 keys = st.one_of(st.integers(-5, 5), st.text(max_size=3))
-rows_st = st.lists(st.tuples(keys, st.integers(0, 50)).map(list), max_size=12)
+rows_st = st.lists(st.tuples(keys, st.integers(0, 50)).map(list), max_size=12) | st.integers(
+    0, 3 * SHUFFLE_RUN + 7
+).map(lambda n: [[i % 7, i] for i in range(n)])
 
 
 @given(
@@ -89,6 +94,13 @@ def test_each_grouping_gets_what_it_should_from_a_batch(kinds, widths, batches, 
             if kind in ONCE:  # the whole batch, where one choice sends it
                 for t in twin.choose(rows[0]):
                     expected.setdefault(t, []).extend(rows)
+            elif kind == "shuffle":  # even runs of at least SHUFFLE_RUN rows, in turn
+                runs = max(1, len(rows) // SHUFFLE_RUN)
+                bounds = [len(rows) * i // runs for i in range(runs + 1)]
+                for a, b in itertools.pairwise(bounds):
+                    assert b - a >= min(SHUFFLE_RUN, len(rows))
+                    for t in twin.choose(rows[a]):
+                        expected.setdefault(t, []).extend(rows[a:b])
             else:  # row by row, where emit would send each
                 for values in rows:
                     for t in twin.choose(values):
@@ -96,7 +108,22 @@ def test_each_grouping_gets_what_it_should_from_a_batch(kinds, widths, batches, 
         assert got == expected
 
 
-def test_a_shuffle_sends_successive_batches_to_each_task_in_turn():
+def test_a_shuffle_sends_a_big_batch_in_runs_to_each_task_in_turn():
+    route = stream_route([ShuffleRouter([1, 2, 3], random.Random(7))])
+    rows = [[f"r{i}", i] for i in range(2 * SHUFFLE_RUN)]
+    halves = route.route_batch(rows)
+    assert sorted(len(r) for r in halves.values()) == [SHUFFLE_RUN, SHUFFLE_RUN]
+    assert sorted(v[1] for r in halves.values() for v in r) == list(range(2 * SHUFFLE_RUN))
+    for r in halves.values():  # each run is contiguous
+        assert [v[1] for v in r] == list(range(r[0][1], r[0][1] + SHUFFLE_RUN))
+    big = [[f"r{i}", i] for i in range(9 * SHUFFLE_RUN)]
+    spread = route.route_batch(big)  # nine runs over three tasks: three each
+    assert sorted(len(r) for r in spread.values()) == [3 * SHUFFLE_RUN] * 3
+    for r in spread.values():  # in order within each task
+        assert [v[1] for v in r] == sorted(v[1] for v in r)
+
+
+def test_a_shuffle_sends_successive_small_batches_to_each_task_in_turn():
     route = stream_route([ShuffleRouter([1, 2, 3], random.Random(7))])
     rows = [["a", 1], ["b", 2], ["c", 3]]
     routed = [route.route_batch(rows) for _ in range(6)]

@@ -144,10 +144,10 @@ class TaskRecorder(Bolt):
         self.collector.ack(tup)
 
 
-def test_a_shuffled_batch_goes_whole_to_one_task_the_next_in_turn(cluster):
-    """Shuffle is asked once a batch (StreamRoute.route_batch): each batch reaches one of
-    the bolt's three tasks, and six equal batches give each task two. On two workers
-    that means a batch crosses whole or not at all."""
+def test_a_small_shuffled_batch_goes_whole_to_one_task_the_next_in_turn(cluster):
+    """A shuffle sends a batch in runs of at least 50 rows (StreamRoute.route_batch): a
+    batch of 4 reaches one of the bolt's three tasks, and six of them give each task
+    two. On two workers such a batch crosses whole or not at all."""
     journal = new_journal()
     feeder, tracker, _ = tracked_feeder(["row"])
     b = TopologyBuilder()

@@ -270,8 +270,8 @@ class SpoutOutputCollector(_Base):
         batch is then the unit of replay. Returns the tasks that got at least one row.
 
         Rows are routed by the stream's groupings, with one difference from ``emit``: a
-        grouping that does not look at the values (shuffle, all, global) routes the batch
-        whole, to one task in turn for a shuffle (StreamRoute.route_batch). A BatchBolt's
+        shuffle sends the rows in runs of at least 50, each run to the next task in turn,
+        and all and global route the batch whole (StreamRoute.route_batch). A BatchBolt's
         task gets its rows as one Batch with one edge (it acks a batch whole); any other
         task gets one Tuple per row, each with an edge of its own. Every row is checked
         before anything is sent: a bad row raises EmitError and nothing of the batch is

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Final
 
 from tupletree.config import Config
 from tupletree.errors import InvalidTopologyError
@@ -28,6 +28,8 @@ from tupletree.topology.groupings import Grouping
 from tupletree.topology.tuple import TupleSource
 
 _KEY_CACHE_LIMIT = 1 << 16
+# A shuffle sends a spout's batch in runs of at least this many rows (route_batch).
+SHUFFLE_RUN: Final = 50
 
 
 class ShuffleRouter:
@@ -314,48 +316,63 @@ class StreamRoute:
         """The rows each task gets when ``rows`` are emitted as one tree (a spout's
         ``emit_batch``), in the rows' order.
 
-        Decision: a grouping whose choice does not depend on the values (shuffle,
-        local-or-shuffle, all, global) is asked once a batch, and the batch goes whole to
-        what it chose; fields, partial-key and custom groupings are asked row by row. So
-        a shuffled batch reaches one task, the next in turn: shares stay equal counted in
-        batches, and the tree stays narrow. Asked row by row, a shuffle spread a tree of
-        100 rows over all 16 tasks of a bolt, and each of them fanned its few rows out to
-        every task downstream: a Batch, an edge and an ack for each pair. In the word
-        count at parallelism 16 on one worker, 100 sentences a tree, parallelism cost
-        17.4k instructions a sentence that way and 4.7k routed whole (notes/performance.md,
-        "A spout's batch routed whole"). Storm's shuffle promises each task an equal
-        share of tuples; batches of equal size keep that, and a spout that needs one
-        batch's rows spread emits them one by one.
+        Decision: fields, partial-key and custom groupings are asked row by row, so a
+        key reaches the task ``emit`` would send it to. All and global are asked once a
+        batch (their choice does not look at the values). A shuffle sends the batch in
+        runs of at least SHUFFLE_RUN rows, each run to the next task in turn: a
+        batch of 100 goes to two tasks, one of 1,000 to up to 20.
+
+        Why runs, not rows and not the whole batch: asked row by row, a shuffle spread a
+        tree of 100 rows over all 16 tasks of a bolt, and each fanned its few rows out to
+        every task after it, each pair a Batch, an edge and an ack: in the word count at
+        parallelism 16 on one worker, parallelism cost 17.4k instructions a sentence
+        that way, 4.7k with the batch whole. But whole, one task does all of a tree's
+        work: two workers then ran 5-12% slower by the clock than with the tree split
+        in two (the same instructions; notes/performance.md, "A spout's batch routed
+        whole"). Runs of SHUFFLE_RUN keep the fan-out bounded by the batch's size and
+        still split a tree over two tasks at 100 rows. Storm's shuffle promises each
+        task an equal share of tuples; equal runs keep that over time.
         """
         per_task: dict[int, list[list[Any]]] = {}
-        if not rows:
+        n = len(rows)
+        if not n:
             return per_task
         for router in self.routers:
-            if type(router) in _ONCE_A_BATCH:
+            kind = type(router)
+            if kind is AllRouter or kind is GlobalRouter:
                 for t in router.choose(rows[0]):
-                    got = per_task.get(t)
-                    if got is None:
-                        per_task[t] = list(rows)
-                    else:  # the same task twice (an all grouping and another): both
-                        got.extend(rows)
-                continue
-            choose = router.choose
-            for values in rows:
-                for t in choose(values):
-                    got = per_task.get(t)
-                    if got is None:
-                        per_task[t] = [values]
-                    else:
-                        got.append(values)
+                    _add_rows(per_task, t, rows)
+            elif kind is ShuffleRouter or kind is LoadAwareShuffleRouter:
+                runs = max(1, n // SHUFFLE_RUN)
+                start = 0
+                for i in range(1, runs + 1):
+                    end = n * i // runs
+                    run = rows[start:end]
+                    start = end
+                    for t in router.choose(run[0]):
+                        _add_rows(per_task, t, run)
+            else:
+                choose = router.choose
+                for values in rows:
+                    for t in choose(values):
+                        got = per_task.get(t)
+                        if got is None:
+                            per_task[t] = [values]
+                        else:
+                            got.append(values)
         return per_task
+
+
+def _add_rows(per_task: dict[int, list[list[Any]]], task: int, rows: list[list[Any]]) -> None:
+    got = per_task.get(task)
+    if got is None:
+        per_task[task] = list(rows)
+    else:  # the task's earlier run, or an all grouping's task that another also chose
+        got.extend(rows)
 
 
 def _no_targets(values: list[Any]) -> list[int]:
     return _NO_TARGETS
-
-
-# Routers whose choice does not look at the values: asked once for a whole batch.
-_ONCE_A_BATCH = (ShuffleRouter, LoadAwareShuffleRouter, AllRouter, GlobalRouter)
 
 
 def make_router(
