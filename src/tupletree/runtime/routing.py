@@ -327,11 +327,13 @@ class StreamRoute:
         every task after it, each pair a Batch, an edge and an ack: in the word count at
         parallelism 16 on one worker, parallelism cost 17.4k instructions a sentence
         that way, 4.7k with the batch whole. But whole, one task does all of a tree's
-        work: two workers then ran 5-12% slower by the clock than with the tree split
-        in two (the same instructions; notes/performance.md, "A spout's batch routed
-        whole"). Runs of SHUFFLE_RUN keep the fan-out bounded by the batch's size and
-        still split a tree over two tasks at 100 rows. Storm's shuffle promises each
-        task an equal share of tuples; equal runs keep that over time.
+        work: two workers then lost every one of eleven clock pairs to row by row, by
+        ~11% at the median, with the same instructions (notes/performance.md, "A
+        spout's batch routed whole"). Runs of SHUFFLE_RUN bound the fan-out by the
+        batch's size (7.0k at parallelism 16) and still split a tree of 100 over two
+        tasks. Storm's shuffle promises each task an equal share of tuples; equal runs
+        keep that over time. (A load-aware shuffle looks at its targets' load every
+        256 choices, so every 256 runs here.)
         """
         per_task: dict[int, list[list[Any]]] = {}
         n = len(rows)
