@@ -58,7 +58,7 @@ KEY = data_key(new_secret())  # shared by the forked workers, as a topology's ar
 # throughput is at most its trees in flight over a tree's latency (Little's law). With
 # 1,000 sentences as 10 trees of 100, two workers sat idle 37% of their wall time and
 # ran no faster than one (331k against 362k sentences/s); with 100 trees of 100 both
-# were busy 96% of it and ran 1.46x one (notes/performance.md, stop 36).
+# were busy 96% of it and ran 1.47x one (notes/performance.md, stop 36).
 IN_FLIGHT = int(os.environ.get("IN_FLIGHT", 1000))
 TREES_IN_FLIGHT = int(os.environ.get("TREES_IN_FLIGHT", 100))
 
