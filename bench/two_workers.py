@@ -15,8 +15,9 @@ split and count are BatchBolts (topology/batch.py). ``tN``: each spout emits N s
 at a time as one tree (``emit_batch``), not one tree per sentence. ``cpu``: also time, on the main
 thread's CPU clock, the worker's calls into the transport (receive, and flush_due, which
 encodes and seals): what crossing costs in time, next to what callgrind counts.
-In the environment: ``FLUSH_MILLIS`` (topology.flush.tuple.freq.millis, default 2),
-``IN_FLIGHT`` and ``TREES_IN_FLIGHT`` (max spout pending; see below).
+In the environment: ``FLUSH_MILLIS`` (topology.batch.flush.interval.millis, default 2),
+``FRAME_ITEMS`` (topology.transfer.batch.size, default 512), ``IN_FLIGHT`` and
+``TREES_IN_FLIGHT`` (max spout pending; see below).
 
 Used to profile the cross-worker path: under ``valgrind --tool=callgrind
 --trace-children=yes`` each worker writes its own profile (bench/instructions_two.sh).
@@ -70,15 +71,20 @@ def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -
             Config.TOPOLOGY_ACKER_EXECUTORS: parallelism or workers,
             # Max pending counts trees.
             Config.TOPOLOGY_MAX_SPOUT_PENDING: max(IN_FLIGHT // rows_per_tree, TREES_IN_FLIGHT),
-            # FLUSH_MILLIS=N: topology.flush.tuple.freq.millis (how long a busy worker
-            # holds what waits for a peer; default 2).
-            **(
-                {Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS: float(os.environ["FLUSH_MILLIS"])}
-                if "FLUSH_MILLIS" in os.environ
-                else {}
-            ),
+            **_transfer_batching_from_env(),
         }
     )
+
+
+def _transfer_batching_from_env() -> dict[str, Any]:
+    """FLUSH_MILLIS and FRAME_ITEMS in the environment, as the config keys a worker
+    reads (topology.batch.flush.interval.millis, topology.transfer.batch.size)."""
+    out: dict[str, Any] = {}
+    if "FLUSH_MILLIS" in os.environ:
+        out[Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS] = float(os.environ["FLUSH_MILLIS"])
+    if "FRAME_ITEMS" in os.environ:
+        out[Config.TOPOLOGY_TRANSFER_BATCH_SIZE] = int(os.environ["FRAME_ITEMS"])
+    return out
 
 
 def run_worker(
@@ -114,7 +120,6 @@ def run_worker(
         same_host_ipc=os.environ.get("SAME_HOST_IPC", "1") != "0",
     )
     apply_transfer_batching(transport, full_conf)  # as worker_main does
-    transport.frame_items = int(os.environ.get("FRAME_ITEMS", transport.frame_items))
     shared[("address", index)] = transport.address
     worker = Worker(
         "two",

@@ -75,11 +75,11 @@ def test_the_transfer_batching_defaults_are_the_transports():
     from tupletree.distributed.transport import FRAME_ITEMS, LINGER_SECS
 
     assert DEFAULTS[Config.TOPOLOGY_TRANSFER_BATCH_SIZE] == FRAME_ITEMS
-    assert DEFAULTS[Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS] / 1000 == LINGER_SECS
+    assert DEFAULTS[Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS] / 1000 == LINGER_SECS
     for key, bad in [
         (Config.TOPOLOGY_TRANSFER_BATCH_SIZE, 0),
-        (Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS, 0),
-        (Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS, -1),
+        (Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS, 0),
+        (Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS, -1),
     ]:
         with pytest.raises(InvalidConfigError, match=key.replace(".", r"\.")):
             validate({key: bad})

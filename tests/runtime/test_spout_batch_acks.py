@@ -51,16 +51,28 @@ class Executor:
         self.tracked.append((root, msg_id))
 
 
-def spout(seed: int, ackers: bool = True) -> tuple[SpoutOutputCollector, Executor, dict]:
+def spout(
+    seed: int,
+    ackers: bool = True,
+    acker_tasks: list[int] | None = None,
+    local_ackers: list[int] | None = None,
+) -> tuple[SpoutOutputCollector, Executor, dict]:
+    """``acker_tasks``: the topology's ackers (default: ACKER, or none); an inbox is
+    made for each. ``local_ackers``: the indexes among them on this worker."""
+    if acker_tasks is None:
+        acker_tasks = [ACKER] if ackers else []
     inboxes: dict[int, Any] = {LOCAL: deque(), FAR: [], BATCHED: [], ACKER: deque()}
+    for acker in acker_tasks:
+        inboxes.setdefault(acker, [])
     route = StreamRoute(OUT, StreamSpec(OUT.fields, False), [ByValue()], frozenset())
     wired = TaskWiring(
         "spout",
         SPOUT,
         {"default": route},
         inboxes,
-        acker_tasks=[ACKER] if ackers else [],
+        acker_tasks=acker_tasks,
         ids=IdGenerator(seed),
+        local_ackers=local_ackers,
         target_kinds=KINDS,
     )
     ex = Executor()
@@ -188,19 +200,7 @@ def test_a_batchs_root_is_steered_to_this_workers_acker() -> None:
     """As ``emit`` does: with an acker here and one elsewhere, every batch's INIT (and
     so its verdict) stays on this worker."""
     far_acker = 6
-    inboxes: dict[int, Any] = {LOCAL: deque(), ACKER: deque(), far_acker: []}
-    route = StreamRoute(OUT, StreamSpec(OUT.fields, False), [ByValue()], frozenset())
-    wired = TaskWiring(
-        "spout",
-        SPOUT,
-        {"default": route},
-        inboxes,
-        acker_tasks=[far_acker, ACKER],
-        ids=IdGenerator(3),
-        local_ackers=[1],
-        target_kinds=KINDS,
-    )
-    collector = SpoutOutputCollector(wired, Executor())
+    collector, _, inboxes = spout(3, acker_tasks=[far_acker, ACKER], local_ackers=[1])
     for m in range(50):
         collector.emit_batch([[m, [LOCAL]]], msg_id=m)
     assert len(inboxes[ACKER]) == 50 and inboxes[far_acker] == []

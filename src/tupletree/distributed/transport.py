@@ -278,7 +278,7 @@ class Transport:
         ZeroMQ message, a poll and a receive on the other side) weighed on every item;
         512 items or 2 ms measured best (notes/performance.md). Storm makes the same
         trade (``topology.producer.batch.size``, flushed every
-        ``topology.flush.tuple.freq.millis``, 1 ms).
+        ``topology.batch.flush.interval.millis``, 1 ms).
         """
         if (
             idle

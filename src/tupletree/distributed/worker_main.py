@@ -174,9 +174,9 @@ class _ForwardLogs(logging.Handler):
 
 def apply_transfer_batching(transport: Any, conf: dict[str, Any]) -> None:
     """A validated config's ``topology.transfer.batch.size`` and
-    ``topology.flush.tuple.freq.millis``, onto the worker's Transport."""
+    ``topology.batch.flush.interval.millis``, onto the worker's Transport."""
     transport.frame_items = conf[Config.TOPOLOGY_TRANSFER_BATCH_SIZE]
-    transport.linger_secs = conf[Config.TOPOLOGY_FLUSH_TUPLE_FREQ_MILLIS] / 1000
+    transport.linger_secs = conf[Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS] / 1000
 
 
 def local_tasks(placement: dict[int, int], index: int) -> list[int]:
