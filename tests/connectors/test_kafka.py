@@ -105,17 +105,24 @@ def committed(broker: LocalKafkaBroker, name: str, group: str, partitions: int) 
         c.close()
 
 
+@pytest.mark.parametrize("per_tree", [1, 50])
 def test_every_record_reaches_the_sink_and_the_offsets_are_committed_to_the_end(
-    broker: LocalKafkaBroker,
+    broker: LocalKafkaBroker, per_tree: int
 ) -> None:
     """300 records on 3 partitions -> 2 spout tasks -> a bolt failing ~1/5 -> sink: each
     record reaches the sink topic at least once, and the group's committed offsets end
-    at each partition's end."""
+    at each partition's end. With ``messages_per_tree`` 50 nearly every tree fails (a
+    fifth of its rows do) and its records are replayed each alone: the offsets must
+    still be committed to the end."""
     src, out = topic(broker, 3), topic(broker, 1)
     bodies = [f"m{i}".encode() for i in range(300)]
     ends = produce(broker, src, bodies)
     spout = KafkaSpout(
-        src, "g1", broker.bootstrap_servers, retry=RetryPolicy(initial_delay_secs=0.01)
+        src,
+        "g1",
+        broker.bootstrap_servers,
+        retry=RetryPolicy(initial_delay_secs=0.01),
+        messages_per_tree=per_tree,
     )
     sink = KafkaSink(out, broker.bootstrap_servers)
     with LocalCluster() as cluster:

@@ -111,6 +111,38 @@ def test_an_entry_that_always_fails_goes_to_the_dead_letter(r: Any, streams: Any
     assert connector_totals(metrics["source"])["dead_lettered"] == 1
 
 
+def test_entries_as_trees_of_twenty_are_each_acknowledged_and_a_bad_one_goes_alone(
+    r: Any, streams: Any
+) -> None:
+    """``messages_per_tree``: the spout emits up to 20 entries as one tree. The tree
+    holding the poison fails whole; its entries are replayed each alone, so the good
+    ones are written and acknowledged (XACK) and only the poison reaches the dead letter,
+    after as many failures as without trees."""
+    src, out, dead = streams
+    bodies = [f"m{i}" for i in range(60)]
+    put(r, src, [*bodies[:30], POISON, *bodies[30:]])
+    spout = RedisStreamSpout(
+        src,
+        "g",
+        URL,
+        retry=RetryPolicy(max_retries=3, initial_delay_secs=0.01),
+        dead_letter=dead,
+        messages_per_tree=20,
+    )
+    topology = pipeline(spout, RedisStreamSink(out, URL), bolt=FailPoison())
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-trees", CONF, topology)
+        assert until(lambda: pending(r, src) == 0 and len(r.xrange(dead)) == 1)
+        assert until(lambda: set(read(r, out)) == set(bodies))
+        metrics = cluster.metrics("redis-trees")
+    [(_, fields)] = r.xrange(dead)
+    assert fields[b"message"] == POISON.encode() and fields[b"failures"] == b"4"
+    counts = connector_totals(metrics["source"])
+    assert counts["acked"] == 60 and counts["dead_lettered"] == 1
+    assert 0 < counts["failed"] - 4 <= 19  # the poison's first tree, once each
+    assert metrics["source"]["acked"] < 60  # trees, not entries
+
+
 def test_killed_client_connections_lose_nothing(r: Any, streams: Any) -> None:
     """CLIENT KILL drops the spout's and the sink's connections every 20 ms while
     the topology runs: every entry still reaches the sink and none stays pending."""

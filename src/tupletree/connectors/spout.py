@@ -81,6 +81,7 @@ from tupletree.connectors.base import Connector
 from tupletree.connectors.mailbox import close_quietly
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.errors import InvalidConfigError
+from tupletree.runtime.error_log import safe_repr
 from tupletree.topology.components import OutputFieldsDeclarer, Spout
 
 log = logging.getLogger("tupletree.connectors")
@@ -89,6 +90,9 @@ ACK, RETRY, DEAD, TOUCH = "ack", "retry", "dead", "touch"
 POLL_SECS = 0.05
 FETCH_BATCH = 500
 DEFAULT_BUFFER = 1000
+# The most messages one tree may hold (``messages_per_tree``): a tree's rows cross
+# workers as one run, which must fit a frame (distributed/transport.py).
+MAX_MESSAGES_PER_TREE = 10_000
 
 # Each counter is written by one thread only: the worker's, or the I/O thread's.
 SPOUT_COUNTERS = ("received", "acked", "failed", "retried", "dead_lettered", "stale")
@@ -183,6 +187,7 @@ class BrokerSpout(Connector, Spout):
         buffer_size: int | None = None,
         reconnect: RetryPolicy | None = None,
         check_at_submit: bool = True,
+        messages_per_tree: int = 1,
     ) -> None:
         self.retry = retry if retry is not None else RetryPolicy()
         if not isinstance(self.retry, RetryPolicy):
@@ -193,6 +198,19 @@ class BrokerSpout(Connector, Spout):
         if buffer_size is not None and (not isinstance(buffer_size, int) or buffer_size < 1):
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
         self.buffer_size = buffer_size
+        most = MAX_MESSAGES_PER_TREE
+        if type(messages_per_tree) is not int or not 1 <= messages_per_tree <= most:
+            raise ValueError(
+                f"messages_per_tree must be an integer from 1 to {most:,}, "
+                f"got {messages_per_tree!r}"
+            )
+        if messages_per_tree > 1 and self.retry.max_retries == 0:
+            raise ValueError(
+                f"messages_per_tree={messages_per_tree} needs retry.max_retries of at least "
+                "1: a tree fails whole, so each message sharing a tree with a bad one fails "
+                "once with it and would be dead-lettered at once"
+            )
+        self.messages_per_tree = messages_per_tree
         self._init_connector(reconnect, check_at_submit)
 
     # -- what a broker provides -------------------------------------------------------
@@ -228,9 +246,18 @@ class BrokerSpout(Connector, Spout):
         self.component = context.component_id
         self.collector = collector
         if self.buffer_size is None:
-            self.buffer_size = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING) or DEFAULT_BUFFER
+            pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING) or DEFAULT_BUFFER
+            # Room for two trees at least, so that the next one fills while one is
+            # emitted (max spout pending counts trees, not messages).
+            self.buffer_size = max(pending, 2 * self.messages_per_tree)
         self.counts = dict.fromkeys(SPOUT_COUNTERS, 0)
         self._held: dict[Any, Delivery] = {}
+        # With messages_per_tree > 1: each tree's msg id (a number of this task's) ->
+        # the keys of the deliveries it holds; the tree being gathered by next_tuple.
+        self._trees: dict[int, list[Any]] = {}
+        self._tree_seq = 0
+        self._gathering: list[tuple[list[Any], Any]] | None = None
+        self._alone = False  # the message gathered last failed before: it goes alone
         self._retries: list[tuple[float, int, Any]] = []
         self._seq = 0
         # Shared with the I/O thread. deque append/popleft are atomic: no lock needed.
@@ -246,6 +273,51 @@ class BrokerSpout(Connector, Spout):
         return self.settles_survive_reconnect or d.epoch == self.epoch
 
     def next_tuple(self) -> None:
+        n = self.messages_per_tree
+        if n == 1:
+            self._next_message()
+            return
+        # Up to n messages as one tree, as many as are here now (a tree is not held
+        # back to fill up: that would add latency when the broker is slow). Each
+        # message is still settled on its own. A message that failed before goes in a
+        # tree of its own: a tree fails whole, so a bad message costs the messages it
+        # shared a tree with one failure each, never one per replay.
+        self._gathering = gathered = []
+        try:
+            for _ in range(n):
+                if not self._next_message() or self._alone:
+                    break
+        finally:
+            self._gathering = None
+        alone = self._alone
+        self._alone = False
+        if alone and len(gathered) > 1:
+            try:
+                self._emit_tree(gathered[:-1])
+            finally:  # (each tree of its own: one that raised fails alone)
+                self._emit_tree(gathered[-1:])
+        else:
+            self._emit_tree(gathered)
+
+    def _emit_tree(self, gathered: list[tuple[list[Any], Any]]) -> None:
+        if not gathered:
+            return
+        msg_id = None
+        if self.tracked:
+            self._tree_seq += 1
+            msg_id = self._tree_seq
+            self._trees[msg_id] = [key for _, key in gathered]
+        try:
+            self.collector.emit_batch([values for values, _ in gathered], msg_id=msg_id)
+        except BaseException:
+            # Nothing of the tree went out: its messages fail as one (and are replayed).
+            if msg_id is not None:
+                self.fail(msg_id)
+            raise
+
+    def _next_message(self) -> bool:
+        """Emit (or gather) the next message: a replay that is due, else the next one
+        fetched. False when there was nothing to take."""
         retries = self._retries
         if retries and retries[0][0] <= self.context.now():
             key = heapq.heappop(retries)[2]
@@ -257,28 +329,36 @@ class BrokerSpout(Connector, Spout):
                 else:  # the broker took it back with its channel: it comes again
                     del self._held[key]
                     self.counts["stale"] += 1
-                return
+            return True
         try:
             d = self._inbound.popleft()
         except IndexError:
-            return
+            return False
         if not self._valid(d):
             self.counts["stale"] += 1
-            return
+            return True
         if d.key in self._held:
-            return  # the broker gave us again what we hold (a claim of our own entry)
+            return True  # the broker gave us again what we hold (a claim of our own entry)
         if not (self.broker_redelivers and d.redelivered):
             # (A broker's own replay of a failed message is counted as redelivered.)
             self.counts["received"] += 1
         if self.tracked:
             self._held[d.key] = d
         self._emit(d)
+        return True
 
     def _emit(self, d: Delivery) -> None:
         try:
             if d.body is None:
                 raise ValueError("the message has no body")
             values = self.decode(d.body) if self.decode is not None else [d.body.decode()]
+            if not isinstance(values, list | tuple) or len(values) != len(self.fields):
+                # Caught here, not by the emit: in a tree of several messages one bad
+                # row would fail its neighbours with it, again at every replay.
+                raise ValueError(
+                    f"decode gave {safe_repr(values)}, not a list of {len(self.fields)} "
+                    f"value(s) for the fields {self.fields}"
+                )
         except Exception as exc:
             self.collector.report_error(
                 ValueError(
@@ -288,9 +368,22 @@ class BrokerSpout(Connector, Spout):
             )
             self._give_up(d)
             return
-        self.collector.emit(values, msg_id=d.key if self.tracked else None)
+        gathering = self._gathering
+        if gathering is not None:
+            gathering.append((values, d.key))
+            if d.failures or d.redelivered:
+                self._alone = True
+        else:
+            self.collector.emit(values, msg_id=d.key if self.tracked else None)
 
     def ack(self, msg_id: Any) -> None:
+        if self.messages_per_tree > 1:
+            for key in self._trees.pop(msg_id, ()):
+                self._ack_message(key)
+        else:
+            self._ack_message(msg_id)
+
+    def _ack_message(self, msg_id: Any) -> None:
         d = self._held.pop(msg_id, None)
         if d is None:
             return
@@ -301,6 +394,15 @@ class BrokerSpout(Connector, Spout):
         self._send(ACK, d)
 
     def fail(self, msg_id: Any) -> None:
+        # A tree of several messages fails whole: each message counts a failure and is
+        # replayed (in a later tree) or dead-lettered by its own count.
+        if self.messages_per_tree > 1:
+            for key in self._trees.pop(msg_id, ()):
+                self._fail_message(key)
+        else:
+            self._fail_message(msg_id)
+
+    def _fail_message(self, msg_id: Any) -> None:
         d = self._held.get(msg_id)
         if d is None:
             return
@@ -336,10 +438,13 @@ class BrokerSpout(Connector, Spout):
         self._send(DEAD, d)
 
     def reset_timeout(self, msg_id: Any) -> None:
-        """A bolt reset the timeout of this message's tree: renew its lease."""
-        d = self._held.get(msg_id)
-        if d is not None and self._valid(d):
-            self._send(TOUCH, d)
+        """A bolt reset the timeout of this message's tree: renew its lease (each of
+        the tree's messages' leases)."""
+        keys = self._trees.get(msg_id, ()) if self.messages_per_tree > 1 else (msg_id,)
+        for key in keys:
+            d = self._held.get(key)
+            if d is not None and self._valid(d):
+                self._send(TOUCH, d)
 
     def _send(self, action: str, d: Delivery) -> None:
         self._outbound.append((action, d))
@@ -368,6 +473,7 @@ class BrokerSpout(Connector, Spout):
             **self.io_counts,
             "held": len(self._held),
             "buffered": len(self._inbound),
+            "trees": len(self._trees),
         }
 
     # -- the I/O thread ---------------------------------------------------------------

@@ -174,6 +174,7 @@ class KafkaSpout(BrokerSpout):
         start = None if position is None else {int(p): int(o) for p, o in position.items()}
         self._inbound.clear()
         self._held.clear()
+        self._trees.clear()
         self._retries.clear()
         self._positions = dict(start or {})
         self._start_at = start

@@ -1,0 +1,124 @@
+"""A broker spout's ``messages_per_tree``: several messages emitted as one tuple tree
+(``emit_batch``), each still settled at the broker on its own, against the in-memory
+broker (tests/connectors/fake_broker.py). The same against Redis: test_redis.py."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.connectors.fake_broker import BROKERS, FakeBroker, FakeSink, FakeSpout
+from tests.connectors.support import POISON, FailPoison, until
+from tupletree import Bolt, LocalCluster, TopologyBuilder
+from tupletree.connectors import RetryPolicy, connector_totals
+
+CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 4}
+
+
+def fake(bodies: list[bytes]) -> tuple[str, FakeBroker]:
+    name = uuid.uuid4().hex
+    BROKERS[name] = FakeBroker(bodies)
+    return name, BROKERS[name]
+
+
+def run(spout: FakeSpout, broker: FakeBroker, bolt: Any) -> tuple[dict, dict, list[str]]:
+    """spout -> bolt -> the fake broker's sink, until the broker holds nothing; the
+    spout's connector counts, the spout component's metrics and the errors."""
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("work", bolt).shuffle_grouping("src")
+    b.set_bolt("sink", FakeSink(spout.broker_name)).shuffle_grouping("work")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: not broker.ready and not broker.unacked)
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["held"] == 0)
+        metrics = cluster.metrics("t")["src"]
+        return connector_totals(metrics), metrics, cluster.errors("t")
+
+
+def test_messages_go_as_trees_and_each_is_acknowledged_at_the_broker() -> None:
+    bodies = [f"m{i}".encode() for i in range(300)]
+    name, broker = fake(bodies)
+    counts, metrics, errors = run(FakeSpout(name, messages_per_tree=25), broker, FailPoison())
+    assert errors == []
+    assert sorted(broker.written) == sorted(bodies)
+    assert counts["received"] == counts["acked"] == 300 and counts["failed"] == 0
+    # The spout's executor saw trees, not messages: at most 25 messages each.
+    assert 12 <= metrics["acked"] < 300
+    assert counts["trees"] == 0
+
+
+def test_a_bad_message_fails_its_tree_once_then_goes_alone_to_the_dead_letter() -> None:
+    """A tree fails whole. Its messages are replayed each in a tree of its own, so the
+    good ones are written after one failure and only the bad one is dead-lettered."""
+    good = [f"m{i}".encode() for i in range(40)]
+    name, broker = fake([*good[:20], POISON.encode(), *good[20:]])
+    spout = FakeSpout(
+        name, messages_per_tree=50, retry=RetryPolicy(max_retries=2, initial_delay_secs=0.01)
+    )
+    counts, _, _ = run(spout, broker, FailPoison())
+    assert broker.dead == [POISON.encode()]
+    assert sorted(set(broker.written)) == sorted(good)
+    assert counts["acked"] == 40 and counts["dead_lettered"] == 1
+    # The poison failed 3 times (its tree, then 2 replays alone); each message that
+    # shared its first tree failed once with it, and no message more than that.
+    shared = counts["failed"] - 3
+    assert 0 < shared <= 40
+    assert counts["retried"] == counts["failed"] - 1
+
+
+def words(body: bytes) -> list[bytes]:
+    return body.split()
+
+
+class Arity(Bolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.ack(tup)
+
+
+@pytest.mark.parametrize("per_tree", [1, 10])
+def test_a_decode_that_gives_the_wrong_number_of_values_dead_letters_that_message(
+    per_tree: int,
+) -> None:
+    """Not the tree it was in: its neighbours are acknowledged on their first try."""
+    bodies = [b"a", b"b c", b"d", b"e"]
+    name, broker = fake(bodies)
+    spout = FakeSpout(name, messages_per_tree=per_tree, decode=words)
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("work", Arity()).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: not broker.ready and not broker.unacked)
+        counts = connector_totals(cluster.metrics("t")["src"])
+        errors = cluster.errors("t")
+    assert broker.dead == [b"b c"]
+    assert counts["acked"] == 3 and counts["failed"] == 0
+    assert any("[b'b', b'c']" in e for e in errors), errors
+    assert any("not a list of 1 value(s) for the fields ['message']" in e for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"messages_per_tree": 0}, "messages_per_tree must be an integer from 1 to 10,000"),
+        ({"messages_per_tree": 10_001}, "got 10001"),
+        ({"messages_per_tree": 2.0}, "got 2.0"),
+        ({"messages_per_tree": True}, "got True"),
+        (
+            {"messages_per_tree": 5, "retry": RetryPolicy(max_retries=0)},
+            "needs retry.max_retries of at least 1",
+        ),
+    ],
+)
+def test_a_bad_messages_per_tree_is_refused_naming_it(kwargs: dict, says: str) -> None:
+    with pytest.raises(ValueError, match="messages_per_tree") as info:
+        FakeSpout("nowhere", **kwargs)
+    assert says in str(info.value)
