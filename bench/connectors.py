@@ -1,4 +1,5 @@
-"""Broker connectors end to end: ``python bench/connectors.py [--messages N] [broker ...]``.
+"""Broker connectors end to end: ``python bench/connectors.py [--messages N]
+[--per-tree K ...] [broker ...]``.
 
 For each broker: N messages are put in a source; a tracked topology (broker spout ->
 broker sink, one acker, max spout pending 1000) on a real-time LocalCluster moves them
@@ -111,7 +112,7 @@ def redis_case(n: int) -> Case:
 
     return Case(
         fill,
-        lambda: RedisStreamSpout(src, "g", url),
+        lambda **kw: RedisStreamSpout(src, "g", url, **kw),
         lambda: RedisStreamSink(out, url),
         bare,
         lambda: r.delete(src, out),
@@ -175,7 +176,7 @@ def rabbitmq_case(n: int) -> Case:
 
     return Case(
         fill,
-        lambda: RabbitMQSpout(src, url),
+        lambda **kw: RabbitMQSpout(src, url, **kw),
         lambda: RabbitMQSink(out, url),
         bare,
         cleanup,
@@ -248,7 +249,7 @@ def kafka_case(n: int) -> Case:
 
     return Case(
         fill,
-        lambda: KafkaSpout(names["src"], names["group"], servers),
+        lambda **kw: KafkaSpout(names["src"], names["group"], servers, **kw),
         lambda: KafkaSink(names["out"], servers),
         bare,
         lambda: local.stop() if local is not None else None,
@@ -320,18 +321,20 @@ def jetstream_case(n: int) -> Case:
 
     return Case(
         fill,
-        lambda: JetStreamSpout(names["src"], "bench", server),
+        lambda **kw: JetStreamSpout(names["src"], "bench", server, **kw),
         lambda: JetStreamSink(names["out"] + ".in", server),
         lambda: asyncio.run(with_js(move)),
         lambda: asyncio.run(with_js(drop)),
     )
 
 
-def topology_rate(case: Case, n: int) -> float:
+def topology_rate(case: Case, n: int, per_tree: int = 1) -> float:
     builder = TopologyBuilder()
-    builder.set_spout("source", case.spout())
+    builder.set_spout("source", case.spout(messages_per_tree=per_tree))
     builder.set_bolt("sink", case.sink()).shuffle_grouping("source")
-    conf = {"topology.max.spout.pending": MAX_PENDING, "topology.acker.executors": 1}
+    # Max spout pending counts trees: as many messages in flight whatever the tree size.
+    pending = max(1, MAX_PENDING // per_tree)
+    conf = {"topology.max.spout.pending": pending, "topology.acker.executors": 1}
     with LocalCluster() as cluster:
         start = time.perf_counter()
         cluster.submit_topology("bench", conf, builder.create_topology())
@@ -366,8 +369,16 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each, alternated; medians printed"
     )
+    parser.add_argument(
+        "--per-tree",
+        type=int,
+        default=[],
+        action="append",
+        help="the spouts' messages_per_tree (repeat it to compare sizes in one run; default 1)",
+    )
     args = parser.parse_args()
     n = args.messages
+    sizes = args.per_tree or [1]
     print(f"tupletree connectors, {compiled.describe()}, {n} messages per run")
     for name in args.brokers or sorted(CASES):
         try:
@@ -375,22 +386,27 @@ def main() -> None:
         except Unavailable as exc:
             print(f"{name}: skipped ({exc})")
             continue
-        tracked: list[float] = []
+        tracked: dict[int, list[float]] = {size: [] for size in sizes}
         bare: list[float] = []
         try:
             for _ in range(args.repeat):
-                case.fill()
-                tracked.append(topology_rate(case, n))
+                for size in sizes:
+                    case.fill()
+                    tracked[size].append(topology_rate(case, n, size))
                 case.fill()
                 bare.append(bare_rate(case, n))
         finally:
             case.cleanup()
-        t, b = statistics.median(tracked), statistics.median(bare)
-        runs = ", ".join(f"{x:,.0f}/{y:,.0f}" for x, y in zip(tracked, bare, strict=True))
-        print(
-            f"{name}: topology {t:,.0f} msg/s, bare loop {b:,.0f} msg/s, ratio {t / b:.2f} "
-            f"(medians; runs topology/bare: {runs})"
-        )
+        b = statistics.median(bare)
+        for size in sizes:
+            t = statistics.median(tracked[size])
+            runs = ", ".join(f"{x:,.0f}" for x in tracked[size])
+            trees = f", {size} messages a tree" if size != 1 else ""
+            print(
+                f"{name}{trees}: topology {t:,.0f} msg/s, bare loop {b:,.0f} msg/s, ratio "
+                f"{t / b:.2f} (medians; topology runs: {runs}; bare: "
+                f"{', '.join(f'{y:,.0f}' for y in bare)})"
+            )
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ The spout's contract beyond BrokerSpout's (connectors/spout.py):
 
 - It consumes an existing queue (a missing one is a ConnectorError at submit, as are
   an unreachable broker and refused credentials), with manual acknowledgements and a
-  prefetch of ``topology.max.spout.pending`` plus the spout's buffer (by default as
-  much again): the broker never hands a task more than it may have in flight and
-  buffered.
+  prefetch of the messages ``topology.max.spout.pending`` trees hold (times
+  ``messages_per_tree``) plus the spout's buffer (``BrokerSpout.default_buffer``: as
+  much again for a message a tree): the broker never hands a task more than it may
+  have in flight and buffered.
 - A message is acknowledged (``basic.ack``) on the channel that delivered it when its
   tree completes. A failed message stays unacknowledged and is replayed by the spout
   after its backoff; a dead-lettered one is published to the ``dead_letter`` queue
@@ -32,7 +33,7 @@ from tupletree.config import Config
 from tupletree.connectors.errors import ConnectorError, redact
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.connectors.sink import BrokerSink
-from tupletree.connectors.spout import ACK, DEAD, DEFAULT_BUFFER, BrokerSpout, Delivery
+from tupletree.connectors.spout import ACK, DEAD, BrokerSpout, Delivery
 from tupletree.extras import missing
 
 try:
@@ -211,8 +212,11 @@ class RabbitMQSpout(BrokerSpout):
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         max_pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
-        buffer = self.buffer_size or max_pending or DEFAULT_BUFFER
-        self.prefetch = min(MAX_PREFETCH, (max_pending or 0) + buffer)
+        buffer = self.buffer_size or self.default_buffer(max_pending)
+        # Max spout pending counts trees: the messages in flight are as many trees of
+        # messages_per_tree each.
+        in_flight = (max_pending or 0) * self.messages_per_tree
+        self.prefetch = min(MAX_PREFETCH, in_flight + buffer)
         super().open(conf, context, collector)
 
     def connect(self, epoch: int) -> _SpoutSession:
