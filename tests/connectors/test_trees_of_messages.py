@@ -122,3 +122,34 @@ def test_a_bad_messages_per_tree_is_refused_naming_it(kwargs: dict, says: str) -
     with pytest.raises(ValueError, match="messages_per_tree") as info:
         FakeSpout("nowhere", **kwargs)
     assert says in str(info.value)
+
+
+def pair(body: bytes) -> tuple[bytes, int]:
+    return (body, len(body))
+
+
+def text(body: bytes) -> str:
+    return body.decode()
+
+
+@pytest.mark.parametrize(("decode", "fields"), [(pair, ["body", "size"]), (text, None)])
+def test_decode_may_give_any_sequence_of_the_right_length_but_not_a_bare_string(
+    decode: Any, fields: list[str] | None
+) -> None:
+    """A tuple of two values for two fields is emitted as a list would be; a bare str
+    for one field (a sequence of characters, not of values) is refused, naming it."""
+    name, broker = fake([b"ab", b"cde"])
+    spout = FakeSpout(name, messages_per_tree=10, decode=decode, fields=fields)
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("work", Arity()).shuffle_grouping("src")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert until(lambda: not broker.ready and not broker.unacked)
+        counts = connector_totals(cluster.metrics("t")["src"])
+        errors = cluster.errors("t")
+    if decode is pair:
+        assert counts["acked"] == 2 and broker.dead == [] and errors == []
+    else:
+        assert counts["acked"] == 0 and sorted(broker.dead) == [b"ab", b"cde"]
+        assert any("decode gave 'ab'" in e for e in errors), errors

@@ -73,7 +73,8 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from tupletree.config import Config
@@ -360,7 +361,11 @@ class BrokerSpout(Connector, Spout):
             if d.body is None:
                 raise ValueError("the message has no body")
             values = self.decode(d.body) if self.decode is not None else [d.body.decode()]
-            if not isinstance(values, list | tuple) or len(values) != len(self.fields):
+            if (
+                isinstance(values, str | bytes | Mapping | AbstractSet)
+                or not hasattr(values, "__len__")
+                or len(values) != len(self.fields)
+            ):
                 # Caught here, not by the emit: in a tree of several messages one bad
                 # row would fail its neighbours with it, again at every replay.
                 raise ValueError(
