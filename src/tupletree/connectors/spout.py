@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import reprlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
@@ -82,7 +83,6 @@ from tupletree.connectors.base import Connector
 from tupletree.connectors.mailbox import close_quietly
 from tupletree.connectors.retry import RetryPolicy
 from tupletree.errors import InvalidConfigError
-from tupletree.runtime.error_log import safe_repr
 from tupletree.topology.components import OutputFieldsDeclarer, Spout
 
 log = logging.getLogger("tupletree.connectors")
@@ -369,7 +369,7 @@ class BrokerSpout(Connector, Spout):
                 # Caught here, not by the emit: in a tree of several messages one bad
                 # row would fail its neighbours with it, again at every replay.
                 raise ValueError(
-                    f"decode gave {safe_repr(values)}, not a list of {len(self.fields)} "
+                    f"decode gave {reprlib.repr(values)}, not a list of {len(self.fields)} "
                     f"value(s) for the fields {self.fields}"
                 )
         except Exception as exc:
