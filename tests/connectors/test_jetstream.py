@@ -245,6 +245,35 @@ def test_a_message_that_always_fails_goes_to_the_dead_letter(streams: Streams) -
     assert info.num_pending == 0 and info.num_ack_pending == 0
 
 
+def test_messages_as_trees_a_poison_costs_its_neighbours_one_failure(streams: Streams) -> None:
+    """``messages_per_tree``: 20 messages in trees of up to 10. The poison's tree fails
+    whole; every message that failed (redelivered by the server after its nak delay, or
+    replayed by the spout) goes in a tree of its own, so only the poison is
+    dead-lettered and each neighbour failed once."""
+    good = [f"m{i}".encode() for i in range(20)]
+    src, _ = streams.add("in", [*good[:5], b"poison", *good[5:]])
+    dead, dead_subject = streams.add("dead")
+    spout = JetStreamSpout(
+        src,
+        "work",
+        streams.server,
+        retry=RetryPolicy(max_retries=2, initial_delay_secs=0.05),
+        dead_letter=dead_subject,
+        messages_per_tree=10,
+    )
+    with LocalCluster() as cluster:
+        cluster.submit_topology("js", CONF, pipeline(spout, None, bolt=FailPoison()))
+        done = until(lambda: streams.bodies(dead) == [b"poison"])
+        assert done, (connector_totals(cluster.metrics("js")["source"]), cluster.errors("js"))
+        assert until(lambda: streams.consumer(src, "work").num_ack_pending == 0)
+        assert until(lambda: connector_totals(cluster.metrics("js")["source"])["acked"] == 20)
+        counts = connector_totals(cluster.metrics("js")["source"])
+        trees = cluster.metrics("js")["source"]["acked"]
+    assert counts["dead_lettered"] == 1
+    assert 0 < counts["failed"] - 3 <= 9  # the poison's 3, and its first tree's others once
+    assert trees < 20
+
+
 def test_reset_timeout_keeps_the_lease_of_a_slow_tree(streams: Streams) -> None:
     """A bolt that holds a message longer than ack_wait, resetting its timeout, keeps
     the broker from delivering it again (in-progress renews the lease)."""
