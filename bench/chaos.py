@@ -105,30 +105,6 @@ class BatchRaiser(BatchBolt):
             collector.emit([msg_id, body], row=i)
 
 
-class TreeQueueSpout(SQLiteQueueSpout):
-    """The queue's spout emitting each lease's messages as one tree (``emit_batch``):
-    its msg id is their ids, and an ack or a fail settles them all."""
-
-    def next_tuple(self) -> None:
-        if not self.buffer:
-            self._lease()
-        if self.buffer:
-            rows, self.buffer = self.buffer[::-1], []
-            self.collector.emit_batch([list(r) for r in rows], msg_id=tuple(r[0] for r in rows))
-
-    def ack(self, msg_id: Any) -> None:
-        for one in msg_id:
-            super().ack(one)
-
-    def fail(self, msg_id: Any) -> None:
-        for one in msg_id:
-            super().fail(one)
-
-    def reset_timeout(self, msg_id: Any) -> None:
-        for one in msg_id:
-            super().reset_timeout(one)
-
-
 class Sink(BasicBolt):
     """Records each id it processes (with its process) in the sink's own SQLite file."""
 
@@ -155,8 +131,8 @@ def topology(
     trees: bool = False,
 ) -> Any:
     b = TopologyBuilder()
-    spout = TreeQueueSpout if trees else SQLiteQueueSpout
-    b.set_spout("queue", spout(queue_path, batch=50), parallelism=2)
+    spout = SQLiteQueueSpout(queue_path, batch=50, messages_per_tree=50 if trees else 1)
+    b.set_spout("queue", spout, parallelism=2)
     b.set_bolt("flaky", Flaky(fail_rate), parallelism=2).shuffle_grouping("queue")
     raiser = BatchRaiser(raise_rate) if batch else Raiser(raise_rate)
     b.set_bolt("raiser", raiser, parallelism=2).shuffle_grouping("flaky")
@@ -234,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trees",
         action="store_true",
-        help="the spout emits each lease of messages as one tree (emit_batch)",
+        help="the spout emits up to 50 leased messages as one tree (messages_per_tree)",
     )
     args = parser.parse_args(argv)
 
@@ -325,7 +301,7 @@ def soak(args: argparse.Namespace, spark: Any, tmp: str) -> int:
             f"chaos: {args.duration:.0f} s, a worker killed every {args.kill_every:g} s, "
             f"{args.rate:g} messages/s, fail {args.fail_rate:g}, raise {args.raise_rate:g}"
             f"{' (the raiser a BatchBolt)' if args.batch else ''}"
-            f"{' (a lease of messages one tree)' if args.trees else ''}",
+            f"{' (up to 50 messages a tree)' if args.trees else ''}",
             flush=True,
         )
         producer.start()

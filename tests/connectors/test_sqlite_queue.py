@@ -47,6 +47,49 @@ def test_every_message_is_done_after_a_replay(tmp_path: Any) -> None:
     queue.close()
 
 
+class FailPoisonBody(BasicBolt):
+    """Fails every message whose body is "poison", every time."""
+
+    outputs: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[1] == "poison":
+            raise FailedException("poison")
+
+
+def test_messages_as_trees_a_poison_holds_back_none_of_its_neighbours(tmp_path: Any) -> None:
+    """``messages_per_tree``: leases of 50 go as trees of up to 50. The tree with the
+    poison fails whole; its messages are leased again and, delivered before, each goes
+    in a tree of its own: the good ones are done after one failure, the poison keeps
+    failing alone (the queue has no dead letter), and the rest was never held back."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    bodies = [f"message {i}" for i in range(200)]
+    queue.put([*bodies[:70], "poison", *bodies[70:]])
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(path, batch=50, messages_per_tree=50))
+    b.set_bolt("sink", FailPoisonBody()).shuffle_grouping("queue")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("q", {}, b.create_topology())
+        assert until(lambda: queue.counts()["done"] == 200)
+        trees = cluster.metrics("q")["queue"]["acked"]
+        deliveries = queue.deliveries()
+        cluster.kill_topology("q")
+    poison = 71  # its row id
+    assert deliveries[poison] >= 3  # failed alone again and again
+    others = {i: n for i, n in deliveries.items() if i != poison}
+    assert set(others.values()) <= {1, 2}  # at most the one failure of the poison's tree
+    assert 0 < sum(n == 2 for n in others.values()) <= 49
+    assert trees < 200
+    queue.close()
+
+
+@pytest.mark.parametrize("bad", [0, 10_001, 2.5, True])
+def test_a_bad_messages_per_tree_is_refused_naming_it(tmp_path: Any, bad: Any) -> None:
+    with pytest.raises(ValueError, match="messages_per_tree must be an integer from 1 to"):
+        SQLiteQueueSpout(str(tmp_path / "q.db"), messages_per_tree=bad)
+
+
 def test_a_failed_write_is_rolled_back(tmp_path: Any) -> None:
     queue = SQLiteQueue(str(tmp_path / "queue.db"))
     queue.put(["a"])

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tupletree.connectors.spout import check_lease
+from tupletree.connectors.spout import MAX_MESSAGES_PER_TREE, check_lease
 from tupletree.topology.components import Spout
 
 DEFAULT_VISIBILITY_TIMEOUT_SECS = 300.0
@@ -109,6 +109,14 @@ class SQLiteQueueSpout(Spout):
 
     ``batch`` messages are leased per query (one transaction), then emitted one per
     ``next_tuple``. Ready messages are leased first, then messages whose lease expired.
+
+    ``messages_per_tree`` > 1: up to that many leased messages are emitted at once as
+    one tree (``emit_batch``), its msg id the tuple of their ids; its ack marks them
+    all done, its fail all ready, each in one transaction. A message delivered before
+    (a failed tree's, or a dead task's) is emitted in a tree of its own, so a message
+    that always fails does not hold back the ones it was leased with. ``batch`` is
+    raised to ``messages_per_tree`` if smaller. The aligned mode (the module's
+    docstring) emits one message at a time whatever this says.
     """
 
     outputs = ["id", "body"]
@@ -118,14 +126,24 @@ class SQLiteQueueSpout(Spout):
         path: str,
         batch: int = 100,
         visibility_timeout_secs: float = DEFAULT_VISIBILITY_TIMEOUT_SECS,
+        messages_per_tree: int = 1,
     ) -> None:
         if not isinstance(visibility_timeout_secs, int | float) or visibility_timeout_secs <= 0:
             raise ValueError(
                 "visibility_timeout_secs must be a positive number, got "
                 f"{visibility_timeout_secs!r}"
             )
+        if (
+            type(messages_per_tree) is not int
+            or not 1 <= messages_per_tree <= MAX_MESSAGES_PER_TREE
+        ):
+            raise ValueError(
+                f"messages_per_tree must be an integer from 1 to {MAX_MESSAGES_PER_TREE:,}, "
+                f"got {messages_per_tree!r}"
+            )
+        self.messages_per_tree = messages_per_tree
         self.path = path
-        self.batch = batch
+        self.batch = max(batch, messages_per_tree)
         self.visibility_timeout_secs = float(visibility_timeout_secs)
 
     def check_config(self, conf: dict[str, Any], component: str) -> None:
@@ -141,7 +159,8 @@ class SQLiteQueueSpout(Spout):
         self.collector = collector
         self.lease = f"{context.topology_name}/{context.component_id}/{context.this_task_index}"
         self.conn = connect(self.path)
-        self.buffer: list[tuple[int, str]] = []
+        # (id, body, deliveries before this lease), emitted from the end.
+        self.buffer: list[tuple[int, str, int]] = []
         self.tasks = len(context.this_component_tasks())
         self.index = context.this_task_index
         # The aligned mode's: the last id emitted (None until the first rewind).
@@ -159,9 +178,24 @@ class SQLiteQueueSpout(Spout):
             return
         if not self.buffer:
             self._lease()
-        if self.buffer:
-            msg_id, body = self.buffer.pop()
+        if not self.buffer:
+            return
+        if self.messages_per_tree == 1:
+            msg_id, body, _ = self.buffer.pop()
             self.collector.emit([msg_id, body], msg_id=msg_id)
+            return
+        buffer = self.buffer
+        rows = []
+        while buffer and len(rows) < self.messages_per_tree:
+            if buffer[-1][2] and rows:
+                break  # delivered before: it goes in a tree of its own, next time
+            row = buffer.pop()
+            rows.append(row)
+            if row[2]:
+                break
+        self.collector.emit_batch(
+            [[msg_id, body] for msg_id, body, _ in rows], msg_id=tuple(r[0] for r in rows)
+        )
 
     def _lease(self) -> None:
         """Lease up to ``batch`` messages into the buffer (emitted from its end): ready
@@ -169,13 +203,13 @@ class SQLiteQueueSpout(Spout):
         now = time.time()
         with immediate(self.conn):
             rows = self.conn.execute(
-                "SELECT id, body FROM messages WHERE state='ready' ORDER BY id LIMIT ?",
+                "SELECT id, body, deliveries FROM messages WHERE state='ready' ORDER BY id LIMIT ?",
                 (self.batch,),
             ).fetchall()
             if len(rows) < self.batch:
                 rows += self.conn.execute(
-                    "SELECT id, body FROM messages WHERE state='leased' AND leased_at < ? "
-                    "ORDER BY id LIMIT ?",
+                    "SELECT id, body, deliveries FROM messages WHERE state='leased' "
+                    "AND leased_at < ? ORDER BY id LIMIT ?",
                     (now - self.visibility_timeout_secs, self.batch - len(rows)),
                 ).fetchall()
             self.conn.executemany(
@@ -213,7 +247,7 @@ class SQLiteQueueSpout(Spout):
             now = time.time()
             with immediate(self.conn):
                 rows = self.conn.execute(
-                    "SELECT id, body FROM messages WHERE id > ? AND id % ? = ? "
+                    "SELECT id, body, deliveries FROM messages WHERE id > ? AND id % ? = ? "
                     "AND state != 'done' ORDER BY id LIMIT ?",
                     (self.cursor, self.tasks, self.index, self.batch),
                 ).fetchall()
@@ -224,34 +258,49 @@ class SQLiteQueueSpout(Spout):
                 )
             self.buffer = rows[::-1]
         if self.buffer:
-            msg_id, body = self.buffer.pop()
+            msg_id, body, _ = self.buffer.pop()
             self.cursor = msg_id
             self.collector.emit([msg_id, body], msg_id=msg_id)
 
-    def reset_timeout(self, msg_id: int) -> None:
-        """A bolt reset the tree's timeout: renew the lease (if this task still holds it)."""
-        self._write(
+    def reset_timeout(self, msg_id: int | tuple[int, ...]) -> None:
+        """A bolt reset the tree's timeout: renew the leases (if this task still holds
+        them)."""
+        now = time.time()
+        self._write_each(
             "UPDATE messages SET leased_at=? WHERE id=? AND state='leased' AND lease=?",
-            (time.time(), msg_id, self.lease),
+            [(now, one, self.lease) for one in _ids(msg_id)],
         )
 
-    def ack(self, msg_id: int) -> None:
-        self._write("UPDATE messages SET state='done', lease=NULL WHERE id=?", (msg_id,))
+    def ack(self, msg_id: int | tuple[int, ...]) -> None:
+        self._write_each(
+            "UPDATE messages SET state='done', lease=NULL WHERE id=?",
+            [(one,) for one in _ids(msg_id)],
+        )
 
-    def fail(self, msg_id: int) -> None:
+    def fail(self, msg_id: int | tuple[int, ...]) -> None:
         # Only a lease this task still holds: one that expired may be another task's now.
-        self._write(
+        self._write_each(
             "UPDATE messages SET state='ready', lease=NULL WHERE id=? AND state='leased' "
             "AND lease=?",
-            (msg_id, self.lease),
+            [(one, self.lease) for one in _ids(msg_id)],
         )
+
+    def _write_each(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """One transaction for a tree's messages."""
+        with immediate(self.conn):
+            self.conn.executemany(sql, rows)
 
     def deactivate(self) -> None:
         # Give back what was leased but not emitted yet.
-        for msg_id, _ in self.buffer:
-            self.fail(msg_id)
+        if self.buffer:
+            self.fail(tuple(row[0] for row in self.buffer))
         self.buffer = []
 
     def close(self) -> None:
         self.deactivate()
         self.conn.close()
+
+
+def _ids(msg_id: int | tuple[int, ...]) -> tuple[int, ...]:
+    """A message's id, or a tree's ids (``messages_per_tree``), as a tuple."""
+    return msg_id if type(msg_id) is tuple else (msg_id,)  # type: ignore[return-value]
