@@ -76,7 +76,7 @@ def test_messages_as_trees_a_poison_holds_back_none_of_its_neighbours(tmp_path: 
         deliveries = queue.deliveries()
         cluster.kill_topology("q")
     poison = 71  # its row id
-    assert deliveries[poison] >= 3  # failed alone again and again
+    assert deliveries[poison] >= 2  # its tree, then alone (again and again)
     others = {i: n for i, n in deliveries.items() if i != poison}
     assert set(others.values()) <= {1, 2}  # at most the one failure of the poison's tree
     assert 0 < sum(n == 2 for n in others.values()) <= 49
