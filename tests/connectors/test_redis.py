@@ -139,7 +139,7 @@ def test_entries_as_trees_of_twenty_are_each_acknowledged_and_a_bad_one_goes_alo
     assert fields[b"message"] == POISON.encode() and fields[b"failures"] == b"4"
     counts = connector_totals(metrics["source"])
     assert counts["acked"] == 60 and counts["dead_lettered"] == 1
-    assert 0 < counts["failed"] - 4 <= 19  # the poison's first tree, once each
+    assert 0 <= counts["failed"] - 4 <= 19  # the poison's first tree, once each
     assert metrics["source"]["acked"] < 60  # trees, not entries
 
 
