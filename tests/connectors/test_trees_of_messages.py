@@ -11,7 +11,7 @@ import pytest
 
 from tests.connectors.fake_broker import BROKERS, FakeBroker, FakeSink, FakeSpout
 from tests.connectors.support import POISON, FailPoison, until
-from tupletree import Bolt, LocalCluster, TopologyBuilder
+from tupletree import LocalCluster, TopologyBuilder
 from tupletree.connectors import RetryPolicy, connector_totals
 
 CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 4}
@@ -23,13 +23,17 @@ def fake(bodies: list[bytes]) -> tuple[str, FakeBroker]:
     return name, BROKERS[name]
 
 
-def run(spout: FakeSpout, broker: FakeBroker, bolt: Any) -> tuple[dict, dict, list[str]]:
-    """spout -> bolt -> the fake broker's sink, until the broker holds nothing; the
-    spout's connector counts, the spout component's metrics and the errors."""
+def run(
+    spout: FakeSpout, broker: FakeBroker, bolt: Any = None, sink: bool = True
+) -> tuple[dict, dict, list[str]]:
+    """spout -> ``bolt`` (FailPoison by default) -> the fake broker's sink (none with
+    ``sink=False``), until the broker holds nothing; the spout's connector counts, the
+    spout component's metrics and the errors."""
     b = TopologyBuilder()
     b.set_spout("src", spout)
-    b.set_bolt("work", bolt).shuffle_grouping("src")
-    b.set_bolt("sink", FakeSink(spout.broker_name)).shuffle_grouping("work")
+    b.set_bolt("work", bolt if bolt is not None else FailPoison()).shuffle_grouping("src")
+    if sink:
+        b.set_bolt("sink", FakeSink(spout.broker_name)).shuffle_grouping("work")
     with LocalCluster() as cluster:
         cluster.submit_topology("t", CONF, b.create_topology())
         assert until(lambda: not broker.ready and not broker.unacked)
@@ -41,7 +45,7 @@ def run(spout: FakeSpout, broker: FakeBroker, bolt: Any) -> tuple[dict, dict, li
 def test_messages_go_as_trees_and_each_is_acknowledged_at_the_broker() -> None:
     bodies = [f"m{i}".encode() for i in range(300)]
     name, broker = fake(bodies)
-    counts, metrics, errors = run(FakeSpout(name, messages_per_tree=25), broker, FailPoison())
+    counts, metrics, errors = run(FakeSpout(name, messages_per_tree=25), broker)
     assert errors == []
     assert sorted(broker.written) == sorted(bodies)
     assert counts["received"] == counts["acked"] == 300 and counts["failed"] == 0
@@ -58,7 +62,7 @@ def test_a_bad_message_fails_its_tree_once_then_goes_alone_to_the_dead_letter() 
     spout = FakeSpout(
         name, messages_per_tree=50, retry=RetryPolicy(max_retries=2, initial_delay_secs=0.01)
     )
-    counts, _, _ = run(spout, broker, FailPoison())
+    counts, _, _ = run(spout, broker)
     assert broker.dead == [POISON.encode()]
     assert sorted(set(broker.written)) == sorted(good)
     assert counts["acked"] == 40 and counts["dead_lettered"] == 1
@@ -73,16 +77,6 @@ def words(body: bytes) -> list[bytes]:
     return body.split()
 
 
-class Arity(Bolt):
-    outputs: list[str] = []
-
-    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        self.collector = collector
-
-    def execute(self, tup: Any) -> None:
-        self.collector.ack(tup)
-
-
 @pytest.mark.parametrize("per_tree", [1, 10])
 def test_a_decode_that_gives_the_wrong_number_of_values_dead_letters_that_message(
     per_tree: int,
@@ -91,14 +85,7 @@ def test_a_decode_that_gives_the_wrong_number_of_values_dead_letters_that_messag
     bodies = [b"a", b"b c", b"d", b"e"]
     name, broker = fake(bodies)
     spout = FakeSpout(name, messages_per_tree=per_tree, decode=words)
-    b = TopologyBuilder()
-    b.set_spout("src", spout)
-    b.set_bolt("work", Arity()).shuffle_grouping("src")
-    with LocalCluster() as cluster:
-        cluster.submit_topology("t", CONF, b.create_topology())
-        assert until(lambda: not broker.ready and not broker.unacked)
-        counts = connector_totals(cluster.metrics("t")["src"])
-        errors = cluster.errors("t")
+    counts, _, errors = run(spout, broker, sink=False)
     assert broker.dead == [b"b c"]
     assert counts["acked"] == 3 and counts["failed"] == 0
     assert any("[b'b', b'c']" in e for e in errors), errors
@@ -140,14 +127,7 @@ def test_decode_may_give_any_sequence_of_the_right_length_but_not_a_bare_string(
     for one field (a sequence of characters, not of values) is refused, naming it."""
     name, broker = fake([b"ab", b"cde"])
     spout = FakeSpout(name, messages_per_tree=10, decode=decode, fields=fields)
-    b = TopologyBuilder()
-    b.set_spout("src", spout)
-    b.set_bolt("work", Arity()).shuffle_grouping("src")
-    with LocalCluster() as cluster:
-        cluster.submit_topology("t", CONF, b.create_topology())
-        assert until(lambda: not broker.ready and not broker.unacked)
-        counts = connector_totals(cluster.metrics("t")["src"])
-        errors = cluster.errors("t")
+    counts, _, errors = run(spout, broker, sink=False)
     if decode is pair:
         assert counts["acked"] == 2 and broker.dead == [] and errors == []
     else:

@@ -164,6 +164,16 @@ def check_lease(
         )
 
 
+def check_messages_per_tree(messages_per_tree: Any) -> None:
+    """Raise ValueError, naming the keyword, unless it is an int from 1 to
+    MAX_MESSAGES_PER_TREE (a broker spout's and the SQLite queue's spout's)."""
+    most = MAX_MESSAGES_PER_TREE
+    if type(messages_per_tree) is not int or not 1 <= messages_per_tree <= most:
+        raise ValueError(
+            f"messages_per_tree must be an integer from 1 to {most:,}, got {messages_per_tree!r}"
+        )
+
+
 class BrokerSpout(Connector, Spout):
     """Base of the broker spouts; see the module docstring for the contract."""
 
@@ -199,12 +209,7 @@ class BrokerSpout(Connector, Spout):
         if buffer_size is not None and (not isinstance(buffer_size, int) or buffer_size < 1):
             raise ValueError(f"buffer_size must be a positive integer, got {buffer_size!r}")
         self.buffer_size = buffer_size
-        most = MAX_MESSAGES_PER_TREE
-        if type(messages_per_tree) is not int or not 1 <= messages_per_tree <= most:
-            raise ValueError(
-                f"messages_per_tree must be an integer from 1 to {most:,}, "
-                f"got {messages_per_tree!r}"
-            )
+        check_messages_per_tree(messages_per_tree)
         if messages_per_tree > 1 and self.retry.max_retries == 0:
             raise ValueError(
                 f"messages_per_tree={messages_per_tree} needs retry.max_retries of at least "
@@ -254,8 +259,7 @@ class BrokerSpout(Connector, Spout):
         # the keys of the deliveries it holds; the tree being gathered by next_tuple.
         self._trees: dict[int, list[Any]] = {}
         self._tree_seq = 0
-        self._gathering: list[tuple[list[Any], Any]] | None = None
-        self._alone = False  # the message gathered last failed before: it goes alone
+        self._gathering: list[tuple[list[Any], Delivery]] | None = None
         self._retries: list[tuple[float, int, Any]] = []
         self._seq = 0
         # Shared with the I/O thread. deque append/popleft are atomic: no lock needed.
@@ -292,14 +296,17 @@ class BrokerSpout(Connector, Spout):
         # tree of its own: a tree fails whole, so a bad message costs the messages it
         # shared a tree with one failure each, never one per replay.
         self._gathering = gathered = []
+        alone = False
         try:
             for _ in range(n):
-                if not self._next_message() or self._alone:
+                before = len(gathered)
+                if not self._next_message():
+                    break
+                if len(gathered) > before and _went_before(gathered[-1][1]):
+                    alone = True
                     break
         finally:
             self._gathering = None
-        alone = self._alone
-        self._alone = False
         if alone and len(gathered) > 1:
             try:
                 self._emit_tree(gathered[:-1])
@@ -308,14 +315,14 @@ class BrokerSpout(Connector, Spout):
         else:
             self._emit_tree(gathered)
 
-    def _emit_tree(self, gathered: list[tuple[list[Any], Any]]) -> None:
+    def _emit_tree(self, gathered: list[tuple[list[Any], Delivery]]) -> None:
         if not gathered:
             return
         msg_id = None
         if self.tracked:
             self._tree_seq += 1
             msg_id = self._tree_seq
-            self._trees[msg_id] = [key for _, key in gathered]
+            self._trees[msg_id] = [d.key for _, d in gathered]
         try:
             self.collector.emit_batch([values for values, _ in gathered], msg_id=msg_id)
         except BaseException:
@@ -383,18 +390,20 @@ class BrokerSpout(Connector, Spout):
             return
         gathering = self._gathering
         if gathering is not None:
-            gathering.append((values, d.key))
-            if d.failures or d.redelivered:
-                self._alone = True
+            gathering.append((values, d))
         else:
             self.collector.emit(values, msg_id=d.key if self.tracked else None)
 
+    def _keys(self, msg_id: Any, done: bool) -> Any:
+        """The keys of the messages a msg id stands for: a tree's (``done``: the tree
+        is over, forget it), or the message's own."""
+        if self.messages_per_tree == 1:
+            return (msg_id,)
+        return self._trees.pop(msg_id, ()) if done else self._trees.get(msg_id, ())
+
     def ack(self, msg_id: Any) -> None:
-        if self.messages_per_tree > 1:
-            for key in self._trees.pop(msg_id, ()):
-                self._ack_message(key)
-        else:
-            self._ack_message(msg_id)
+        for key in self._keys(msg_id, done=True):
+            self._ack_message(key)
 
     def _ack_message(self, msg_id: Any) -> None:
         d = self._held.pop(msg_id, None)
@@ -408,12 +417,9 @@ class BrokerSpout(Connector, Spout):
 
     def fail(self, msg_id: Any) -> None:
         # A tree of several messages fails whole: each message counts a failure and is
-        # replayed (in a later tree) or dead-lettered by its own count.
-        if self.messages_per_tree > 1:
-            for key in self._trees.pop(msg_id, ()):
-                self._fail_message(key)
-        else:
-            self._fail_message(msg_id)
+        # replayed (in a tree of its own) or dead-lettered by its own count.
+        for key in self._keys(msg_id, done=True):
+            self._fail_message(key)
 
     def _fail_message(self, msg_id: Any) -> None:
         d = self._held.get(msg_id)
@@ -453,8 +459,7 @@ class BrokerSpout(Connector, Spout):
     def reset_timeout(self, msg_id: Any) -> None:
         """A bolt reset the timeout of this message's tree: renew its lease (each of
         the tree's messages' leases)."""
-        keys = self._trees.get(msg_id, ()) if self.messages_per_tree > 1 else (msg_id,)
-        for key in keys:
+        for key in self._keys(msg_id, done=False):
             d = self._held.get(key)
             if d is not None and self._valid(d):
                 self._send(TOUCH, d)
@@ -584,6 +589,12 @@ class BrokerSpout(Connector, Spout):
                 self.io_counts["redelivered"] += 1
         self._inbound.extend(got)
         self.context.wakeup()
+
+
+def _went_before(d: Delivery) -> bool:
+    """Failed here before, or delivered before by the broker: such a message goes in a
+    tree of its own (BrokerSpout.next_tuple)."""
+    return bool(d.failures or d.redelivered)
 
 
 def connector_totals(component_metrics: dict[str, Any]) -> dict[str, int]:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tupletree.connectors.spout import MAX_MESSAGES_PER_TREE, check_lease
+from tupletree.connectors.spout import check_lease, check_messages_per_tree
 from tupletree.topology.components import Spout
 
 DEFAULT_VISIBILITY_TIMEOUT_SECS = 300.0
@@ -133,14 +133,7 @@ class SQLiteQueueSpout(Spout):
                 "visibility_timeout_secs must be a positive number, got "
                 f"{visibility_timeout_secs!r}"
             )
-        if (
-            type(messages_per_tree) is not int
-            or not 1 <= messages_per_tree <= MAX_MESSAGES_PER_TREE
-        ):
-            raise ValueError(
-                f"messages_per_tree must be an integer from 1 to {MAX_MESSAGES_PER_TREE:,}, "
-                f"got {messages_per_tree!r}"
-            )
+        check_messages_per_tree(messages_per_tree)
         self.messages_per_tree = messages_per_tree
         self.path = path
         self.batch = max(batch, messages_per_tree)

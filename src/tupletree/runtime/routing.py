@@ -330,7 +330,7 @@ class StreamRoute:
         work: two workers then lost every one of eleven clock pairs to row by row, by
         ~11% at the median, with the same instructions (notes/performance.md, "A
         spout's batch routed whole"). Runs of SHUFFLE_RUN bound the fan-out by the
-        batch.s size (~7k at parallelism 16) and still split a tree of 100 over two
+        batch's size (~7k at parallelism 16) and still split a tree of 100 over two
         tasks. Storm's shuffle promises each task an equal share of tuples; equal runs
         keep that over time. (A load-aware shuffle looks at its targets' load every
         256 choices, so every 256 runs here.)
