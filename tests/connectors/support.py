@@ -64,6 +64,19 @@ class SlowAcker(Bolt):
                 self.collector.reset_timeout(held)
 
 
+class ResetThenAck(Bolt):
+    """Resets each input's tree timeout, then acks it."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.reset_timeout(tup)
+        self.collector.ack(tup)
+
+
 class FailPoison(BasicBolt):
     """Fails every ``poison``, passes the other messages on."""
 

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.connectors.fake_broker import BROKERS, FakeBroker, FakeSink, FakeSpout
-from tests.connectors.support import until
-from tupletree import BasicBolt, Bolt, FailedException, LocalCluster, TopologyBuilder
+from tests.connectors.support import ResetThenAck, until
+from tupletree import BasicBolt, FailedException, LocalCluster, TopologyBuilder
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
 
@@ -147,15 +147,6 @@ def test_settles_still_queued_when_the_topology_is_killed_are_sent() -> None:
         release.start()
     release.join()
     assert not broker.ready and not broker.unacked
-
-
-class ResetThenAck(Bolt):
-    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        self.collector = collector
-
-    def execute(self, tup: Any) -> None:
-        self.collector.reset_timeout(tup)
-        self.collector.ack(tup)
 
 
 def test_a_bolts_reset_timeout_renews_the_lease_at_the_broker() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.connectors.fake_broker import BROKERS, FakeBroker, FakeSink, FakeSpout
-from tests.connectors.support import POISON, FailPoison, until
+from tests.connectors.support import POISON, FailPoison, ResetThenAck, until
 from tupletree import LocalCluster, TopologyBuilder
 from tupletree.connectors import RetryPolicy, connector_totals
 
@@ -125,11 +125,42 @@ def test_decode_may_give_any_sequence_of_the_right_length_but_not_a_bare_string(
 ) -> None:
     """A tuple of two values for two fields is emitted as a list would be; a bare str
     for one field (a sequence of characters, not of values) is refused, naming it."""
-    name, broker = fake([b"ab", b"cde"])
+    name, broker = fake([b"ab", b"x", b"cde"])
     spout = FakeSpout(name, messages_per_tree=10, decode=decode, fields=fields)
     counts, _, errors = run(spout, broker, sink=False)
     if decode is pair:
-        assert counts["acked"] == 2 and broker.dead == [] and errors == []
-    else:
-        assert counts["acked"] == 0 and sorted(broker.dead) == [b"ab", b"cde"]
-        assert any("decode gave 'ab'" in e for e in errors), errors
+        assert counts["acked"] == 3 and broker.dead == [] and errors == []
+    else:  # "x" is one character long: only its being a str refuses it
+        assert counts["acked"] == 0 and sorted(broker.dead) == [b"ab", b"cde", b"x"]
+        assert any("decode gave 'x'" in e for e in errors), errors
+
+
+def test_a_reset_timeout_in_a_tree_renews_the_lease_of_each_of_its_messages() -> None:
+    """One row's reset_timeout resets its tree's timeout, so every message of the tree
+    has its lease renewed (a touch each, per reset: each of the 6 rows resets)."""
+    name, broker = fake([f"m{i}".encode() for i in range(6)])
+    run(FakeSpout(name, messages_per_tree=6), broker, ResetThenAck(), sink=False)
+    assert broker.touched == 6 * 6
+
+
+def test_pending_trees_are_full_and_the_buffer_holds_the_next_ones() -> None:
+    """Max spout pending counts trees (2 here), so the spout's buffer is sized by the
+    messages they hold: with the sink holding every tree open, the spout has two full
+    trees of 100 out and 200 messages fetched for the next two."""
+    name, broker = fake([f"m{i}".encode() for i in range(1000)])
+    broker.sink_gate.clear()  # no tree completes
+    b = TopologyBuilder()
+    b.set_spout("src", FakeSpout(name, messages_per_tree=100))
+    b.set_bolt("sink", FakeSink(name)).shuffle_grouping("src")
+    conf = {**CONF, "topology.max.spout.pending": 2}
+    try:
+        with LocalCluster() as cluster:
+            cluster.submit_topology("t", conf, b.create_topology())
+
+            def counts() -> dict:
+                return connector_totals(cluster.metrics("t")["src"])
+
+            assert until(lambda: counts()["held"] == 200 and counts()["buffered"] == 200)
+            assert counts()["trees"] == 2
+    finally:
+        broker.sink_gate.set()
