@@ -285,6 +285,24 @@ def test_the_prefetch_bounds_what_the_broker_hands_the_spout(channel: Any, queue
     assert counts["received"] == 20 and counts["held"] == 20 and counts["buffered"] == 20
 
 
+def test_the_prefetch_counts_the_messages_of_the_pending_trees(channel: Any, queues: Any) -> None:
+    """Max spout pending counts trees: 4 trees of 10 hold 40 messages, and the buffer
+    (``BrokerSpout.default_buffer``) holds the next 40; a prefetch of 4 + 40 would
+    leave the spout unable to fill even its pending trees."""
+    src, _, _ = queues
+    put(channel, src, [f"m{i}" for i in range(300)])
+    conf = {**CONF, "topology.max.spout.pending": 4}
+    b = TopologyBuilder()
+    b.set_spout("source", RabbitMQSpout(src, URL, messages_per_tree=10))
+    b.set_bolt("hold", HoldAll()).shuffle_grouping("source")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-prefetch-trees", conf, b.create_topology())
+        assert until(lambda: ready(channel, src) <= 220)
+        assert not until(lambda: ready(channel, src) < 220, 1.0)
+        counts = connector_totals(cluster.metrics("rabbit-prefetch-trees")["source"])
+    assert counts["trees"] == 4 and counts["held"] == 40 and counts["buffered"] == 40
+
+
 def test_a_given_up_message_without_a_dead_letter_is_rejected_not_requeued(
     channel: Any, queues: Any
 ) -> None:

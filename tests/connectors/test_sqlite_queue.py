@@ -90,6 +90,24 @@ def test_a_bad_messages_per_tree_is_refused_naming_it(tmp_path: Any, bad: Any) -
         SQLiteQueueSpout(str(tmp_path / "q.db"), messages_per_tree=bad)
 
 
+def test_a_lease_smaller_than_a_tree_is_raised_to_fill_the_tree(tmp_path: Any) -> None:
+    """``batch=5`` with trees of 20: a lease of 5 would cap every tree at 5 messages
+    (the spout never waits to fill a tree), so the lease is raised to 20."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    queue.put(f"m{i}" for i in range(50))
+    spout, out = _opened(path, 0, batch=5, messages_per_tree=20)
+    for _ in range(3):
+        spout.next_tuple()
+    assert [len(tree) for tree in out.emitted] == [20, 20, 10]
+    assert queue.counts() == {"ready": 0, "leased": 50, "done": 0}
+    for tree in out.emitted:
+        spout.ack(tree)
+    assert queue.counts() == {"ready": 0, "leased": 0, "done": 50}
+    spout.close()
+    queue.close()
+
+
 def test_a_failed_write_is_rolled_back(tmp_path: Any) -> None:
     queue = SQLiteQueue(str(tmp_path / "queue.db"))
     queue.put(["a"])
@@ -168,9 +186,17 @@ class _Emits:
     def emit(self, values: list[Any], msg_id: Any = None) -> None:
         self.emitted.append(msg_id)
 
+    def emit_batch(self, rows: list[list[Any]], msg_id: Any = None) -> None:
+        assert [row[0] for row in rows] == list(msg_id)
+        self.emitted.append(msg_id)
 
-def _opened(path: str, task_index: int) -> tuple[SQLiteQueueSpout, _Emits]:
-    spout = SQLiteQueueSpout(path, batch=1, visibility_timeout_secs=60)
+
+def _opened(
+    path: str, task_index: int, batch: int = 1, messages_per_tree: int = 1
+) -> tuple[SQLiteQueueSpout, _Emits]:
+    spout = SQLiteQueueSpout(
+        path, batch=batch, visibility_timeout_secs=60, messages_per_tree=messages_per_tree
+    )
     context = types.SimpleNamespace(
         topology_name="q",
         component_id="queue",
