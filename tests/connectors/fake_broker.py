@@ -66,6 +66,11 @@ class FakeSession:
             b.fetch_gate.wait(30)
         return out
 
+    def keepalive(self) -> None:
+        """As a real client's heartbeat would, find out that the broker dropped us."""
+        with self.broker.lock:
+            self._alive()
+
     def settle(self, actions: list[tuple[str, Delivery]]) -> None:
         b = self.broker
         with b.lock:

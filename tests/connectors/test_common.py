@@ -87,14 +87,20 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
     broker.sink_gate.clear()  # trees stay pending: their messages unacked at the broker
     with LocalCluster() as cluster:
         cluster.submit_topology("t", CONF, topology(FakeSpout(name), FakeSink(name)))
-        assert until(lambda: len(broker.unacked) >= 20)
+        # Max spout pending (50) reached and the buffer full (50): the I/O thread fetches
+        # nothing more.
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["buffered"] >= 50)
+        # Trees that time out (a loaded machine, 5 s) are replayed, as at-least-once
+        # promises, and each may write its message once more: those of the new session,
+        # and those of the old one that time out before the spout learns of the drop.
+        # (The buffer is full, so only its keepalive can tell it; once it knows, the old
+        # session's trees are not replayed: the broker redelivers their messages.)
+        timed_out_at_drop = cluster.metrics("t")["src"]["timed_out"]
         broker.drop_connections()
-        # The trees complete once the spout has a new session: their acks are stale.
-        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["reconnects"] >= 1)
-        # Trees of the new session that time out (a loaded machine, 5 s) are replayed,
-        # as at-least-once promises: each may write its message once more. Those of the
-        # old session that time out are not (the broker redelivered their messages).
-        timed_out_at_open = cluster.metrics("t")["src"]["timed_out"]
+        # The trees complete once the spout has a new session: their acks are stale. The
+        # spout learns of the drop through its keepalive (its buffer is full), well
+        # within a message timeout.
+        assert until(lambda: connector_totals(cluster.metrics("t")["src"])["reconnects"] >= 1, 4.0)
         broker.sink_gate.set()
         assert until(lambda: not broker.ready and not broker.unacked)
         assert until(lambda: connector_totals(cluster.metrics("t")["src"])["held"] == 0)
@@ -106,7 +112,7 @@ def test_settles_for_a_dropped_connection_are_not_sent_and_nothing_is_lost() -> 
         beyond_two = sum(max(0, n - 2) for n in written.values())
 
         def late() -> int:
-            return cluster.metrics("t")["src"]["timed_out"] - timed_out_at_open
+            return cluster.metrics("t")["src"]["timed_out"] - timed_out_at_drop
 
         assert until(lambda: beyond_two <= late(), secs=10), (written.most_common(3), late())
         late_timeouts = late()

@@ -303,6 +303,31 @@ def test_the_prefetch_counts_the_messages_of_the_pending_trees(channel: Any, que
     assert counts["trees"] == 4 and counts["held"] == 40 and counts["buffered"] == 40
 
 
+def test_a_spout_held_back_by_its_pending_trees_keeps_its_connection(
+    channel: Any, queues: Any
+) -> None:
+    """Max spout pending reached and nothing completing, the spout's buffer stays full and
+    its I/O thread fetches nothing; it must still talk to the broker, or pika sends no
+    heartbeat and RabbitMQ closes the connection (heartbeat 1 s here, so within a few
+    seconds), handing every unacked message back: each would be delivered again."""
+    src, _, _ = queues
+    put(channel, src, [f"m{i}" for i in range(300)])
+    conf = {**CONF, "topology.max.spout.pending": 20, "topology.message.timeout.secs": 60}
+    b = TopologyBuilder()
+    b.set_spout("source", RabbitMQSpout(src, URL + "?heartbeat=1"))
+    b.set_bolt("hold", HoldAll()).shuffle_grouping("source")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-heartbeat", conf, b.create_topology())
+        assert until(lambda: ready(channel, src) <= 260)
+        # Several heartbeat timeouts: a connection left silent is closed by now, and its
+        # 40 messages are ready again.
+        assert not until(lambda: ready(channel, src) > 260, 6.0)
+        counts = connector_totals(cluster.metrics("rabbit-heartbeat")["source"])
+        errors = cluster.errors("rabbit-heartbeat")
+    assert counts["reconnects"] == 0 and counts["held"] == 20, counts
+    assert errors == []
+
+
 def test_a_given_up_message_without_a_dead_letter_is_rejected_not_requeued(
     channel: Any, queues: Any
 ) -> None:

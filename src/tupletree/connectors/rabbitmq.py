@@ -103,6 +103,12 @@ class _SpoutSession:
         got, self.got = self.got, []
         return got
 
+    def keepalive(self) -> None:
+        """Let pika send and answer heartbeats while the spout fetches nothing (its
+        BlockingConnection does so only inside calls like this one). A delivery that
+        arrives meanwhile waits in ``got`` for the next fetch: the prefetch bounds it."""
+        self.conn.process_data_events(time_limit=0)
+
     def interrupt(self) -> None:
         """From another thread: end a waiting ``fetch`` now (settles are queued)."""
         try:

@@ -45,14 +45,18 @@ Contract, for a broker's subclass:
   settles and replays are dropped and counted as ``stale``).
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
   ``timeout``; a session may have ``interrupt()``, which the worker's thread calls to
-  end a waiting ``fetch`` early when settles are queued), ``settle(actions)`` (each
-  ``(ACK | RETRY | DEAD | TOUCH, delivery)``: ACK acknowledges; RETRY says the spout
-  will replay it after a backoff (keep its lease fresh); DEAD writes the body to the
-  dead letter, if any, then acknowledges; TOUCH, sent for a bolt's ``reset_timeout`` and
-  when a replay is emitted, renews the lease) and ``close()``. A session that raises is
-  closed and replaced; when settles survive a reconnect, the actions it was given are
-  settled again by the next session (acknowledging twice is harmless), else dropped. On
-  ``close`` the settles still queued are sent before the session closes.
+  end a waiting ``fetch`` early when settles are queued; and ``keepalive()``, which
+  the I/O thread calls each turn that its buffer is full and it fetches nothing, so
+  that a client whose heartbeats run only inside its calls (pika's) still sends them
+  and a dropped connection is noticed then, not once the buffer drains),
+  ``settle(actions)`` (each ``(ACK | RETRY | DEAD | TOUCH, delivery)``: ACK
+  acknowledges; RETRY says the spout will replay it after a backoff (keep its lease
+  fresh); DEAD writes the body to the dead letter, if any, then acknowledges; TOUCH,
+  sent for a bolt's ``reset_timeout`` and when a replay is emitted, renews the lease)
+  and ``close()``. A session that raises is closed and replaced; when settles survive
+  a reconnect, the actions it was given are settled again by the next session
+  (acknowledging twice is harmless), else dropped. On ``close`` the settles still
+  queued are sent before the session closes.
 - A broker that can delay a redelivery itself sets ``broker_redelivers``: a failed
   message is then not held for a replay; its RETRY settle asks the broker to deliver it
   again after ``retry.delay(d.failures)``, and its session sets ``Delivery.failures``
@@ -532,6 +536,12 @@ class BrokerSpout(Connector, Spout):
                     if got:
                         self._buffer(got)
                 else:
+                    # Max spout pending holds the buffer full: nothing to fetch, but the
+                    # connection must not go silent (RabbitMQ closes one that misses its
+                    # heartbeats and requeues every message it held).
+                    keepalive = getattr(session, "keepalive", None)
+                    if keepalive is not None:
+                        keepalive()
                     self._kick.wait(POLL_SECS)
                     self._kick.clear()
             except Exception as exc:
