@@ -255,6 +255,37 @@ def test_a_partition_with_max_uncommitted_offsets_is_paused(broker: LocalKafkaBr
         assert connector_totals(cluster.metrics("k")["source"])["received"] == 5
 
 
+class AckFirstTen(Bolt):
+    """Acks the records m0..m9 and holds every other one."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: list[Any] = []
+
+    def execute(self, tup: Any) -> None:
+        if int(tup[0][1:]) < 10:
+            self.collector.ack(tup)
+        else:
+            self.held.append(tup)
+
+
+def test_a_spout_held_back_by_its_pending_trees_still_commits(broker: LocalKafkaBroker) -> None:
+    """Ten trees complete, then twenty stay pending and the spout's buffer fills: its
+    I/O thread fetches nothing more, yet the ten acked offsets are committed on the
+    commit period (a worker lost now replays from offset 10, not from 0)."""
+    src = topic(broker)
+    produce(broker, src, [f"m{i}".encode() for i in range(200)])
+    spout = KafkaSpout(src, "held", broker.bootstrap_servers, commit_period_secs=0.3)
+    conf = {"topology.message.timeout.secs": 60, "topology.max.spout.pending": 20}
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", conf, pipeline(spout, None, bolt=AckFirstTen()))
+        assert until(lambda: connector_totals(cluster.metrics("k")["source"])["buffered"] >= 20)
+        assert until(lambda: committed(broker, src, "held", 1) == {0: 10}, 5.0)
+        counts = connector_totals(cluster.metrics("k")["source"])
+    # Emitted: the ten acked and the twenty held; buffered: twenty more; no others taken.
+    assert counts["received"] == 30 and counts["held"] == 20 and counts["buffered"] == 20
+
+
 @pytest.mark.parametrize("guarantee", ["at_most_once", "none"])
 def test_at_most_once_and_none_emit_untracked_and_never_replay(
     broker: LocalKafkaBroker, guarantee: str

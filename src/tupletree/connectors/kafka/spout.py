@@ -322,6 +322,13 @@ class _Session:
             for m in self.offsets.values()
         )
 
+    def keepalive(self) -> None:
+        """The spout is held back (its buffer full): commit what completed meanwhile,
+        on the commit period as always. (No group membership to keep: partitions are
+        assigned by hand, so max.poll.interval.ms does not apply.)"""
+        self.errors.raise_fatal(self.spout.connector_error)
+        self._timers()
+
     def fetch(self, max_messages: int, timeout: float) -> list[Delivery]:
         self.errors.raise_fatal(self.spout.connector_error)
         self._timers()
