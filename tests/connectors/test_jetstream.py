@@ -290,6 +290,27 @@ def test_reset_timeout_keeps_the_lease_of_a_slow_tree(streams: Streams) -> None:
     assert streams.consumer(src, "work").num_redelivered == 0
 
 
+def test_messages_waiting_in_the_spouts_buffer_keep_their_lease(streams: Streams) -> None:
+    """Max spout pending (2) is held 3 s (twice ack_wait) by two trees a bolt keeps
+    alive, so the two messages fetched after them wait that long in the spout's buffer:
+    the spout renews their lease meanwhile (in-progress), and the server delivers none
+    of them again."""
+    src, _ = streams.add("in", [b"m0", b"m1", b"m2", b"m3"])
+    spout = JetStreamSpout(src, "work", streams.server, ack_wait=1.5)
+    conf = {
+        "topology.message.timeout.secs": 0.5,
+        "topology.tick.tuple.freq.secs": 0.2,
+        "topology.max.spout.pending": 2,
+    }
+    with LocalCluster() as cluster:
+        cluster.submit_topology("js", conf, pipeline(spout, None, bolt=SlowAcker(15)))
+        done = until(lambda: connector_totals(cluster.metrics("js")["source"])["acked"] == 4, 30)
+        counts = connector_totals(cluster.metrics("js")["source"])
+        assert done, (counts, cluster.errors("js"))
+    assert counts["received"] == 4 and counts["redelivered"] == 0 and counts["renewed"] >= 2
+    assert streams.consumer(src, "work").num_redelivered == 0
+
+
 def test_a_message_timeout_not_under_ack_wait_is_refused_at_submit(streams: Streams) -> None:
     """The message timeout must stay under the consumer's ack_wait; the error names the
     key to change."""

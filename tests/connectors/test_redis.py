@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -236,6 +237,37 @@ def test_reset_timeout_keeps_the_entrys_claim_fresh(r: Any, streams: Any) -> Non
         metrics = connector_totals(cluster.metrics("redis-reset")["source"])
     assert len(idle) > 20 and max(idle) < 1000
     assert metrics["acked"] == 1 and metrics["failed"] == 0
+
+
+def test_entries_waiting_in_the_spouts_buffer_keep_their_claim_fresh(r: Any, streams: Any) -> None:
+    """Max spout pending (2) is held by two trees a bolt keeps alive, so the two entries
+    fetched after them wait in the spout's buffer for the whole test, three times the
+    claim idle time. Their idle time at the broker stays under it all the same (no other
+    consumer could claim them), and every entry is delivered once."""
+    src, _, _ = streams
+    put(r, src, [f"m{i}" for i in range(10)])
+    b = TopologyBuilder()
+    b.set_spout(
+        "source",
+        RedisStreamSpout(src, "g", URL, claim_idle_secs=1.0, retry=RetryPolicy(max_delay_secs=0.1)),
+    )
+    b.set_bolt("hold", SlowAcker(hold_ticks=10_000)).shuffle_grouping("source").add_configuration(
+        "topology.tick.tuple.freq.secs", 0.1
+    )
+    conf = {"topology.message.timeout.secs": 0.4, "topology.max.spout.pending": 2}
+    idle: list[int] = []
+    with LocalCluster() as cluster:
+        cluster.submit_topology("redis-buffered", conf, b.create_topology())
+        assert until(lambda: pending(r, src) == 4)  # two emitted, two buffered
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            for entry in r.xpending_range(src, "g", "-", "+", 10):
+                idle.append(entry["time_since_delivered"])
+                assert entry["times_delivered"] == 1
+            threading.Event().wait(0.05)
+        counts = connector_totals(cluster.metrics("redis-buffered")["source"])
+    assert len(idle) > 100 and max(idle) < 1000, max(idle)
+    assert counts["held"] == 2 and counts["buffered"] == 2 and counts["renewed"] >= 10
 
 
 def test_a_missing_group_is_refused_at_submit_naming_it(r: Any, streams: Any) -> None:

@@ -171,6 +171,9 @@ class RabbitMQSpout(BrokerSpout):
     """Emits ``[message]`` for each message of ``queue``."""
 
     settles_survive_reconnect = False
+    # The consumer timeout runs from the delivery and only an ack ends it: a delivery
+    # waiting in the buffer cannot be kept from it (docs/connectors.md).
+    renews_leases = False
 
     def __init__(
         self,

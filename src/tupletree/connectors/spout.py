@@ -43,6 +43,11 @@ Contract, for a broker's subclass:
   still reaches the message (a Redis entry stays pending in its group: yes; a RabbitMQ
   delivery tag dies with its channel, whose messages the broker requeues: no, such
   settles and replays are dropped and counted as ``stale``).
+- Max spout pending can hold a fetched delivery in the buffer for as long as a stall
+  lasts, while the broker's lease runs from its delivery: the I/O thread sends a TOUCH
+  for each delivery that has waited a quarter of the shortest lease (``RENEW_SHARE``,
+  counted as ``renewed``), unless ``renews_leases`` is False (RabbitMQ, whose consumer
+  timeout only an ack ends).
 - A ``Session`` has ``fetch(max_messages, timeout) -> list[Delivery]`` (may block up to
   ``timeout``; a session may have ``interrupt()``, which the worker's thread calls to
   end a waiting ``fetch`` early when settles are queued; and ``keepalive()``, which
@@ -67,8 +72,9 @@ simulated on ``LocalCluster(simulate_time=True)``, where it moves with
 ``advance_time``): a failed message's replay backoff here, Kafka's commit and
 partition-refresh timers, Redis's claim pass. What paces the broker itself stays on
 real time, on the I/O thread: ``fetch``'s poll timeout, socket and client timeouts, the
-reconnect backoff after a failed connect (a broker that is down is down in real time)
-and the error mailbox's report interval (connectors/mailbox.py); the SQLite queue's
+reconnect backoff after a failed connect (a broker that is down is down in real time),
+the renewal of a buffered delivery's lease (the broker's lease runs in real time) and
+the error mailbox's report interval (connectors/mailbox.py); the SQLite queue's
 leases are wall-clock times stored in its file, shared with other processes.
 """
 
@@ -77,6 +83,7 @@ from __future__ import annotations
 import heapq
 import logging
 import reprlib
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
@@ -101,7 +108,10 @@ MAX_MESSAGES_PER_TREE = 10_000
 
 # Each counter is written by one thread only: the worker's, or the I/O thread's.
 SPOUT_COUNTERS = ("received", "acked", "failed", "retried", "dead_lettered", "stale")
-IO_COUNTERS = ("redelivered", "reconnects", "stale_settles")
+IO_COUNTERS = ("redelivered", "reconnects", "stale_settles", "renewed")
+# A delivery waiting in the buffer has its lease renewed (TOUCH) once it has waited this
+# share of the shortest lease the spout declares (``leases``).
+RENEW_SHARE = 0.25
 
 
 class Delivery:
@@ -110,7 +120,7 @@ class Delivery:
     delivered it), ``redelivered`` (the broker says it delivered it before) and
     ``handle`` (anything else the broker's session needs)."""
 
-    __slots__ = ("body", "epoch", "failures", "handle", "key", "redelivered")
+    __slots__ = ("body", "epoch", "failures", "handle", "key", "redelivered", "renewed_at")
 
     def __init__(
         self, key: Any, body: bytes, epoch: int, redelivered: bool = False, handle: Any = None
@@ -121,6 +131,7 @@ class Delivery:
         self.redelivered = redelivered
         self.handle = handle
         self.failures = 0
+        self.renewed_at = 0.0  # the I/O thread's: when it buffered it, or last renewed it
 
     def __repr__(self) -> str:
         return f"Delivery({self.key!r}, failures={self.failures})"
@@ -182,6 +193,10 @@ class BrokerSpout(Connector, Spout):
     """Base of the broker spouts; see the module docstring for the contract."""
 
     settles_survive_reconnect = True
+    # True: a TOUCH renews the broker's leases (``leases``), so a delivery that waits in
+    # the buffer is touched as it ages there. False: no settle but the ack ends a lease
+    # (RabbitMQ's consumer timeout).
+    renews_leases = True
     # False: the spout replays a failed message itself after its backoff. True: the
     # broker does (JetStream's nak with a delay); the session's RETRY settle asks it to
     # after ``retry.delay(d.failures)``, and sets ``failures`` of what it fetches from
@@ -257,6 +272,14 @@ class BrokerSpout(Connector, Spout):
         self.collector = collector
         if self.buffer_size is None:
             self.buffer_size = self.default_buffer(conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING))
+        # The leases run from the broker's delivery, and max spout pending can hold a
+        # delivery in the buffer for as long as a stall lasts: renewed, it is not
+        # claimed by another consumer (Redis) or redelivered (JetStream's ack wait)
+        # while it waits here. None: the broker has no lease to renew.
+        leases = [secs for _, secs, _ in self.leases(conf) if secs is not None and secs > 0]
+        renew = leases and self.renews_leases
+        self._renew_after = RENEW_SHARE * min(leases) if renew else None
+        self._next_renew = 0.0
         self.counts = dict.fromkeys(SPOUT_COUNTERS, 0)
         self._held: dict[Any, Delivery] = {}
         # With messages_per_tree > 1: each tree's msg id (a number of this task's) ->
@@ -520,6 +543,7 @@ class BrokerSpout(Connector, Spout):
                 self._session = session
                 self._session_started(session, reconnect)
                 failures = 0
+            self._renew_waiting()
             actions: list[tuple[str, Delivery]] = []
             try:
                 actions = self._take_settles()
@@ -594,11 +618,33 @@ class BrokerSpout(Connector, Spout):
         return current
 
     def _buffer(self, got: list[Delivery]) -> None:
+        now = time.monotonic()
         for d in got:
+            d.renewed_at = now
             if d.redelivered:
                 self.io_counts["redelivered"] += 1
         self._inbound.extend(got)
         self.context.wakeup()
+
+    def _renew_waiting(self) -> None:
+        """Queue a TOUCH for each buffered delivery that has waited ``_renew_after``
+        since it was fetched or last renewed (I/O thread; looked at twice a period)."""
+        after = self._renew_after
+        if after is None:
+            return
+        now = time.monotonic()
+        if now < self._next_renew:
+            return
+        self._next_renew = now + after / 2
+        try:
+            waiting = list(self._inbound)
+        except RuntimeError:  # the worker's thread took one meanwhile: next time
+            return
+        for d in waiting:
+            if now - d.renewed_at >= after:
+                d.renewed_at = now
+                self._outbound.append((TOUCH, d))
+                self.io_counts["renewed"] += 1
 
 
 def _went_before(d: Delivery) -> bool:
