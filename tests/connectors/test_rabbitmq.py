@@ -330,6 +330,30 @@ def test_a_spout_held_back_by_its_pending_trees_keeps_its_connection(
     assert errors == []
 
 
+def test_an_idle_sink_keeps_its_connection(channel: Any, queues: Any) -> None:
+    """A sink with nothing to write for several heartbeat timeouts (heartbeat 1 s here)
+    must still answer the broker's heartbeats: else RabbitMQ closes its connection and
+    the next write fails, its inputs failed and replayed, an error reported."""
+    _, out, _ = queues
+    feeder = FeederSpout(["message"])
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("sink", RabbitMQSink(out, URL + "?heartbeat=1")).shuffle_grouping("feed")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-idle-sink", CONF, b.create_topology())
+        for i in range(5):
+            feeder.feed([f"before {i}"], msg_id=i)
+        assert until(lambda: ready(channel, out) == 5)
+        threading.Event().wait(5.0)  # idle: several heartbeat timeouts
+        for i in range(5, 10):
+            feeder.feed([f"after {i}"], msg_id=i)
+        assert until(lambda: ready(channel, out) == 10)
+        sink = connector_totals(cluster.metrics("rabbit-idle-sink")["sink"])
+        errors = cluster.errors("rabbit-idle-sink")
+    assert sink["written"] == 10 and sink["lost"] == 0 and sink["reconnects"] == 0, sink
+    assert errors == []
+
+
 def test_a_given_up_message_without_a_dead_letter_is_rejected_not_requeued(
     channel: Any, queues: Any
 ) -> None:

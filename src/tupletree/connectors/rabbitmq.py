@@ -235,8 +235,8 @@ class RabbitMQSpout(BrokerSpout):
 class ConfirmingPublisher:
     """Publishes batches with publisher confirms, many in flight at once (pika's
     blocking API waits a round trip per message): its own ``SelectConnection``, whose
-    I/O loop runs only inside ``__init__``, ``write`` and ``close``, on the caller's
-    thread. ``write(bodies)`` returns one verdict per body: None once the broker
+    I/O loop runs only inside ``__init__``, ``write``, ``keepalive`` and ``close``, on
+    the caller's thread. ``write(bodies)`` returns one verdict per body: None once the broker
     confirmed it, else why not (nacked, or returned as unroutable); it raises when the
     connection or channel fails, or no confirm came within ``timeout`` seconds."""
 
@@ -354,6 +354,13 @@ class ConfirmingPublisher:
                 self.error, self.connector, self.address, "no confirm within the timeout"
             )
         return self.verdicts
+
+    def keepalive(self) -> None:
+        """One pass of the I/O loop, not waiting: heartbeats sent and answered while
+        nothing is written. Raises if the connection or channel failed meanwhile."""
+        self._run_until(lambda: False, 0)
+        if self.error is not None:
+            raise _connector_error(self.error, self.connector, self.address, "")
 
     def close(self) -> None:
         conn = self.conn

@@ -25,7 +25,8 @@ Contract, for a broker's subclass: ``connect() -> SinkSession`` (on the I/O thre
 ``address()``; a ``SinkSession`` has ``write(bodies) -> list[str | None]`` (one verdict
 per body, in order: None when the broker confirmed it, else why it refused it; raising
 means the connection is in trouble: every body of the batch counts as unconfirmed) and
-``close()``.
+``close()``; it may have ``keepalive()``, which the I/O thread calls each idle turn
+(it may raise, as ``write``: the session is then replaced).
 """
 
 from __future__ import annotations
@@ -157,6 +158,19 @@ class BrokerSink(Connector, Bolt):
                 failures = 0
             writes = self._writes
             if not writes:
+                # Idle: a client whose heartbeats run only inside its calls (the
+                # RabbitMQ sink's) must still answer them, or the broker closes the
+                # connection and the next write fails; a session that finds itself
+                # dropped is replaced now, before a write needs it.
+                keepalive = getattr(session, "keepalive", None)
+                if keepalive is not None:
+                    try:
+                        keepalive()
+                    except Exception as exc:
+                        self._errors.post(exc)
+                        close_quietly(session)
+                        session = None
+                        continue
                 self._kick.wait(POLL_SECS)
                 self._kick.clear()
                 continue
