@@ -108,6 +108,56 @@ def test_a_lease_smaller_than_a_tree_is_raised_to_fill_the_tree(tmp_path: Any) -
     queue.close()
 
 
+def test_a_buffered_message_another_task_leased_meanwhile_is_not_emitted_twice(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Task 0 leases five messages and emits one; then (a stall: max spout pending kept
+    its ``next_tuple`` from being called) an hour passes, the leases expire and task 1
+    leases all five. Task 0 must not emit the four still in its buffer: they are task
+    1's now, which emits each once."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    queue.put(f"m{i}" for i in range(5))
+    first, first_out = _opened(path, 0, batch=5)
+    second, second_out = _opened(path, 1, batch=5)
+    first.next_tuple()
+    assert first_out.emitted == [1]
+    later = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: later)
+    for _ in range(6):
+        second.next_tuple()
+        first.next_tuple()
+    assert first_out.emitted == [1], "emitted what task 1 now holds"
+    assert sorted(second_out.emitted) == [1, 2, 3, 4, 5]
+    for msg_id in second_out.emitted:
+        second.ack(msg_id)
+    assert queue.counts() == {"ready": 0, "leased": 0, "done": 5}
+    for spout in (first, second):
+        spout.close()
+    queue.close()
+
+
+def test_a_buffered_message_still_held_is_renewed_and_emitted(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """The same stall with no other task: task 0's buffered messages are still its own,
+    so their leases are renewed (no other task could take them now) and emitted."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    queue.put(f"m{i}" for i in range(3))
+    spout, out = _opened(path, 0, batch=3)
+    spout.next_tuple()
+    later = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: later)
+    spout.next_tuple()
+    spout.next_tuple()
+    assert out.emitted == [1, 2, 3]
+    fresh = queue._conn.execute("SELECT id FROM messages WHERE leased_at = ?", (later,))
+    assert sorted(row[0] for row in fresh) == [2, 3]
+    spout.close()
+    queue.close()
+
+
 def test_a_failed_write_is_rolled_back(tmp_path: Any) -> None:
     queue = SQLiteQueue(str(tmp_path / "queue.db"))
     queue.put(["a"])

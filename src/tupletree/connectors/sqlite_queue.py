@@ -154,6 +154,7 @@ class SQLiteQueueSpout(Spout):
         self.conn = connect(self.path)
         # (id, body, deliveries before this lease), emitted from the end.
         self.buffer: list[tuple[int, str, int]] = []
+        self._leased_at = 0.0  # when the buffer's messages were leased (or renewed)
         self.tasks = len(context.this_component_tasks())
         self.index = context.this_task_index
         # The aligned mode's: the last id emitted (None until the first rewind).
@@ -169,6 +170,8 @@ class SQLiteQueueSpout(Spout):
         if self.cursor is not None:
             self._next_in_order()
             return
+        if self.buffer and time.time() - self._leased_at >= self.visibility_timeout_secs / 2:
+            self._keep_buffer()
         if not self.buffer:
             self._lease()
         if not self.buffer:
@@ -211,6 +214,26 @@ class SQLiteQueueSpout(Spout):
                 [(self.lease, now, row[0]) for row in rows],
             )
         self.buffer = rows[::-1]
+        self._leased_at = now
+
+    def _keep_buffer(self) -> None:
+        """Renew the leases of the messages waiting in the buffer, and drop those this
+        task no longer holds. Max spout pending can keep ``next_tuple`` from being
+        called for as long as a stall lasts; a lease that expired meanwhile may have
+        gone to another task, which delivers the message: emitting it here too would
+        deliver it twice."""
+        now = time.time()
+        kept = []
+        with immediate(self.conn):
+            for row in self.buffer:
+                renewed = self.conn.execute(
+                    "UPDATE messages SET leased_at=? WHERE id=? AND state='leased' AND lease=?",
+                    (now, row[0], self.lease),
+                )
+                if renewed.rowcount:
+                    kept.append(row)
+        self.buffer = kept
+        self._leased_at = now
 
     # -- the aligned checkpoint mode (see the module docstring) --------------------------
 
