@@ -236,9 +236,10 @@ class ConfirmingPublisher:
     """Publishes batches with publisher confirms, many in flight at once (pika's
     blocking API waits a round trip per message): its own ``SelectConnection``, whose
     I/O loop runs only inside ``__init__``, ``write``, ``keepalive`` and ``close``, on
-    the caller's thread. ``write(bodies)`` returns one verdict per body: None once the broker
-    confirmed it, else why not (nacked, or returned as unroutable); it raises when the
-    connection or channel fails, or no confirm came within ``timeout`` seconds."""
+    the caller's thread. ``write(bodies)`` returns one verdict per body: None once the
+    broker confirmed it, else why not (nacked, or returned as unroutable); it raises
+    when the connection or channel fails, or no confirm came within ``timeout``
+    seconds."""
 
     def __init__(
         self,

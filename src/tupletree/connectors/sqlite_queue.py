@@ -11,9 +11,10 @@ also expires (a visibility timeout, as SQS's): a message leased longer than
 ``visibility_timeout_secs`` ago is leased again by any spout task, so the leases of a
 task that never comes back under the same name (a renamed topology, a smaller
 parallelism) are not stranded. A live task's lease is renewed when a bolt resets the
-tree's timeout; ``check_config`` refuses at submit a visibility timeout that a tree
-could outlive (twice the message timeout). Lease times are wall-clock seconds, shared
-by every process using the file.
+tree's timeout, and while the message waits in the spout's buffer (``batch`` are
+leased at once, then emitted as max spout pending allows); ``check_config`` refuses
+at submit a visibility timeout that a tree could outlive (twice the message timeout).
+Lease times are wall-clock seconds, shared by every process using the file.
 
 Several processes may use one file (WAL mode, a busy timeout), which is what a
 SparkCluster on one machine needs; it is not meant for a real cluster's network disk.
