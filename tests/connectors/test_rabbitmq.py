@@ -330,17 +330,23 @@ def test_a_spout_held_back_by_its_pending_trees_keeps_its_connection(
     assert errors == []
 
 
+def fed_sink(out: str, url: str) -> tuple[FeederSpout, Any]:
+    """A feeder -> a RabbitMQ sink writing to ``out``: the feeder and the topology."""
+    feeder = FeederSpout(["message"])
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("sink", RabbitMQSink(out, url)).shuffle_grouping("feed")
+    return feeder, b.create_topology()
+
+
 def test_an_idle_sink_keeps_its_connection(channel: Any, queues: Any) -> None:
     """A sink with nothing to write for several heartbeat timeouts (heartbeat 1 s here)
     must still answer the broker's heartbeats: else RabbitMQ closes its connection and
     the next write fails, its inputs failed and replayed, an error reported."""
     _, out, _ = queues
-    feeder = FeederSpout(["message"])
-    b = TopologyBuilder()
-    b.set_spout("feed", feeder)
-    b.set_bolt("sink", RabbitMQSink(out, URL + "?heartbeat=1")).shuffle_grouping("feed")
+    feeder, topology = fed_sink(out, URL + "?heartbeat=1")
     with LocalCluster() as cluster:
-        cluster.submit_topology("rabbit-idle-sink", CONF, b.create_topology())
+        cluster.submit_topology("rabbit-idle-sink", CONF, topology)
         for i in range(5):
             feeder.feed([f"before {i}"], msg_id=i)
         assert until(lambda: ready(channel, out) == 5)
@@ -352,6 +358,35 @@ def test_an_idle_sink_keeps_its_connection(channel: Any, queues: Any) -> None:
         errors = cluster.errors("rabbit-idle-sink")
     assert sink["written"] == 10 and sink["lost"] == 0 and sink["reconnects"] == 0, sink
     assert errors == []
+
+
+@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl")
+def test_an_idle_sink_whose_connection_is_closed_reconnects_before_its_next_write(
+    channel: Any, queues: Any
+) -> None:
+    """The broker closes the idle sink's connection: its keepalive finds out, the sink
+    reports it and connects again at once, and the next write goes through (nothing
+    failed, nothing lost)."""
+    _, out, _ = queues
+    feeder, topology = fed_sink(out, URL)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rabbit-closed-sink", CONF, topology)
+        feeder.feed(["before"], msg_id=0)
+        assert until(lambda: ready(channel, out) == 1)
+        done = subprocess.run(
+            ["rabbitmqctl", "close_all_connections", "tupletree test"],
+            capture_output=True,
+            timeout=60,
+        )
+        assert done.returncode == 0
+        sink = "rabbit-closed-sink"
+        assert until(lambda: connector_totals(cluster.metrics(sink)["sink"])["reconnects"] == 1)
+        feeder.feed(["after"], msg_id=1)
+        assert until(lambda: ready(channel, out) == 2)
+        counts = connector_totals(cluster.metrics(sink)["sink"])
+        errors = cluster.errors(sink)
+    assert counts["written"] == 2 and counts["lost"] == 0, counts
+    assert any("RabbitMQSink 'sink'" in e and "CONNECTION_FORCED" in e for e in errors)
 
 
 def test_a_given_up_message_without_a_dead_letter_is_rejected_not_requeued(

@@ -210,30 +210,41 @@ def test_entries_a_dead_consumer_left_pending_are_claimed(r: Any, streams: Any) 
     assert spout_counts["redelivered"] >= 15
 
 
+def held_by_a_slow_bolt(src: str, hold_ticks: int, tick_secs: float) -> Any:
+    """The stream's spout (claim idle time 1 s) -> a bolt that holds each entry
+    ``hold_ticks`` ticks, resetting its tree's timeout at each."""
+    b = TopologyBuilder()
+    b.set_spout(
+        "source",
+        RedisStreamSpout(src, "g", URL, claim_idle_secs=1.0, retry=RetryPolicy(max_delay_secs=0.1)),
+    )
+    b.set_bolt("slow", SlowAcker(hold_ticks)).shuffle_grouping("source").add_configuration(
+        "topology.tick.tuple.freq.secs", tick_secs
+    )
+    return b.create_topology()
+
+
+def sample_idle_times(r: Any, src: str, idle: list[int]) -> None:
+    """Add each pending entry's idle time to ``idle``; each was delivered once."""
+    for entry in r.xpending_range(src, "g", "-", "+", 10):
+        idle.append(entry["time_since_delivered"])
+        assert entry["times_delivered"] == 1
+    threading.Event().wait(0.05)
+
+
 def test_reset_timeout_keeps_the_entrys_claim_fresh(r: Any, streams: Any) -> None:
     """A bolt holds the entry for ~3 s, three times the claim idle time, resetting its
     timeout each tick: the entry's idle time at the broker stays under the claim idle
     time (no other consumer could claim it), and it is delivered once."""
     src, _, _ = streams
     put(r, src, ["slow"])
-    b = TopologyBuilder()
-    b.set_spout(
-        "source",
-        RedisStreamSpout(src, "g", URL, claim_idle_secs=1.0, retry=RetryPolicy(max_delay_secs=0.1)),
-    )
-    b.set_bolt("slow", SlowAcker(hold_ticks=15)).shuffle_grouping("source").add_configuration(
-        "topology.tick.tuple.freq.secs", 0.2
-    )
     conf = {"topology.message.timeout.secs": 0.4}
     idle: list[int] = []
     with LocalCluster() as cluster:
-        cluster.submit_topology("redis-reset", conf, b.create_topology())
+        cluster.submit_topology("redis-reset", conf, held_by_a_slow_bolt(src, 15, 0.2))
         assert until(lambda: pending(r, src) == 1)
         while pending(r, src):
-            for entry in r.xpending_range(src, "g", "-", "+", 10):
-                idle.append(entry["time_since_delivered"])
-                assert entry["times_delivered"] == 1
-            threading.Event().wait(0.05)
+            sample_idle_times(r, src, idle)
         metrics = connector_totals(cluster.metrics("redis-reset")["source"])
     assert len(idle) > 20 and max(idle) < 1000
     assert metrics["acked"] == 1 and metrics["failed"] == 0
@@ -246,25 +257,14 @@ def test_entries_waiting_in_the_spouts_buffer_keep_their_claim_fresh(r: Any, str
     consumer could claim them), and every entry is delivered once."""
     src, _, _ = streams
     put(r, src, [f"m{i}" for i in range(10)])
-    b = TopologyBuilder()
-    b.set_spout(
-        "source",
-        RedisStreamSpout(src, "g", URL, claim_idle_secs=1.0, retry=RetryPolicy(max_delay_secs=0.1)),
-    )
-    b.set_bolt("hold", SlowAcker(hold_ticks=10_000)).shuffle_grouping("source").add_configuration(
-        "topology.tick.tuple.freq.secs", 0.1
-    )
     conf = {"topology.message.timeout.secs": 0.4, "topology.max.spout.pending": 2}
     idle: list[int] = []
     with LocalCluster() as cluster:
-        cluster.submit_topology("redis-buffered", conf, b.create_topology())
+        cluster.submit_topology("redis-buffered", conf, held_by_a_slow_bolt(src, 10_000, 0.1))
         assert until(lambda: pending(r, src) == 4)  # two emitted, two buffered
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:
-            for entry in r.xpending_range(src, "g", "-", "+", 10):
-                idle.append(entry["time_since_delivered"])
-                assert entry["times_delivered"] == 1
-            threading.Event().wait(0.05)
+            sample_idle_times(r, src, idle)
         counts = connector_totals(cluster.metrics("redis-buffered")["source"])
     assert len(idle) > 100 and max(idle) < 1000, max(idle)
     assert counts["held"] == 2 and counts["buffered"] == 2 and counts["renewed"] >= 10

@@ -277,8 +277,9 @@ class BrokerSpout(Connector, Spout):
         # claimed by another consumer (Redis) or redelivered (JetStream's ack wait)
         # while it waits here. None: the broker has no lease to renew.
         leases = [secs for _, secs, _ in self.leases(conf) if secs is not None and secs > 0]
-        renew = leases and self.renews_leases
-        self._renew_after = RENEW_SHARE * min(leases) if renew else None
+        self._renew_after = None
+        if leases and self.renews_leases:
+            self._renew_after = RENEW_SHARE * min(leases)
         self._next_renew = 0.0
         self.counts = dict.fromkeys(SPOUT_COUNTERS, 0)
         self._held: dict[Any, Delivery] = {}

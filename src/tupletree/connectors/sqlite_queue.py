@@ -40,6 +40,8 @@ from tupletree.connectors.spout import check_lease, check_messages_per_tree
 from tupletree.topology.components import Spout
 
 DEFAULT_VISIBILITY_TIMEOUT_SECS = 300.0
+# Renews a message's lease, if this task (the lease) still holds it.
+_RENEW = "UPDATE messages SET leased_at=? WHERE id=? AND state='leased' AND lease=?"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -227,11 +229,7 @@ class SQLiteQueueSpout(Spout):
         kept = []
         with immediate(self.conn):
             for row in self.buffer:
-                renewed = self.conn.execute(
-                    "UPDATE messages SET leased_at=? WHERE id=? AND state='leased' AND lease=?",
-                    (now, row[0], self.lease),
-                )
-                if renewed.rowcount:
+                if self.conn.execute(_RENEW, (now, row[0], self.lease)).rowcount:
                     kept.append(row)
         self.buffer = kept
         self._leased_at = now
@@ -283,10 +281,7 @@ class SQLiteQueueSpout(Spout):
         """A bolt reset the tree's timeout: renew the leases (if this task still holds
         them)."""
         now = time.time()
-        self._write_each(
-            "UPDATE messages SET leased_at=? WHERE id=? AND state='leased' AND lease=?",
-            [(now, one, self.lease) for one in _ids(msg_id)],
-        )
+        self._write_each(_RENEW, [(now, one, self.lease) for one in _ids(msg_id)])
 
     def ack(self, msg_id: int | tuple[int, ...]) -> None:
         self._write_each(
