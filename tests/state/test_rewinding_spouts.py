@@ -13,6 +13,8 @@ import pytest
 
 from tupletree import BasicBolt, Config, LocalCluster, TopologyBuilder
 from tupletree.connectors.sqlite_queue import SQLiteQueue, SQLiteQueueSpout
+from tupletree.testing.shared import SharedList
+from tupletree.topology.groupings import CustomStreamGrouping
 
 from . import crash
 from .components import StatefulWordCount, committed, expected_counts, sentence
@@ -123,4 +125,62 @@ def test_aligned_word_count_over_the_sqlite_queue_is_exact_after_a_kill(
     assert applied == Counter({1: sum(len(sentence(i)) for i in range(n))})
     if point == "after-prepare":  # rolled back: what checkpoint 2 held comes again
         assert max(queue.deliveries().values()) >= 2, "nothing emitted again: the kill missed"
+    queue.close()
+
+
+class FailsOnce(CustomStreamGrouping):
+    """A user's grouping that raises on message ``bad``'s first emit, as a grouping that
+    cannot parse one odd message would: the raise leaves the spout's ``next_tuple``
+    after the spout took the message from its source."""
+
+    def __init__(self, bad: int, raised: SharedList) -> None:
+        self.bad, self.raised = bad, raised
+
+    def prepare(self, context: Any, stream: Any, target_tasks: list[int]) -> None:
+        self.targets = target_tasks
+
+    def choose_tasks(self, task_id: int, values: list[Any]) -> list[int]:
+        if values[0] == self.bad and not self.raised:
+            self.raised.append(values[0])
+            raise ValueError(f"cannot route message {values[0]}")
+        return [self.targets[values[0] % len(self.targets)]]
+
+
+def test_a_raise_in_next_tuple_rewinds_rather_than_skips_the_message(
+    durable_provider: Provider, tmp_path: Any
+) -> None:
+    """The aligned mode's exactly-once: a rewindable spout whose ``next_tuple`` raises
+    may have moved its position past a message it never emitted (the SQLite queue had:
+    its cursor moves before the emit). Committed, that position would skip the message
+    for good. The wrapper treats the raise as a failed input: the next PREPARE is
+    refused and the recovery rewinds, so the message comes again and counts once."""
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path)
+    n, bad = 40, 7
+    queue.put(" ".join(sentence(i - 1)) for i in range(1, n + 1))
+    raised = SharedList()
+    b = TopologyBuilder()
+    b.set_spout("queue", SQLiteQueueSpout(path, batch=5))
+    b.set_bolt("split", SplitBody(), 2).custom_grouping("queue", FailsOnce(bad, raised))
+    b.set_bolt("count", StatefulWordCount(), 2).fields_grouping("split", ["word"])
+    conf = {
+        Config.TOPOLOGY_MAX_SPOUT_PENDING: 10,
+        Config.TOPOLOGY_STATE_CHECKPOINT_MODE: "aligned",
+        **durable_provider.conf,
+    }
+    with LocalCluster(simulate_time=True) as cluster:
+        cluster.submit_topology("wc", conf, b.create_topology())
+        for _ in range(120):
+            if queue.counts()["done"] == n:
+                break
+            cluster.advance_time(1)
+        assert raised.items() == [bad]
+        (error,) = cluster.errors("wc")
+        assert f"cannot route message {bad}" in error
+        assert queue.counts()["done"] == n
+    state = committed(durable_provider.open())
+    counts = {k: v for k, v in state.items() if not isinstance(k, tuple)}
+    applied = Counter(v for k, v in state.items() if isinstance(k, tuple))
+    assert counts == expected_counts(n)
+    assert applied == Counter({1: sum(len(sentence(i)) for i in range(n))})
     queue.close()

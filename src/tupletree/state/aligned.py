@@ -26,8 +26,9 @@ The aligned mode, after Flink's (Chandy-Lamport with barriers from the sources):
    rolls its state back to ``t`` when it gets it, live or restarted, and drops what it
    received before it (emitted before the rewind). Between a ROLLBACK and that
    INITSTATE the spouts emit nothing. Failed inputs are not replayed one by one: a data
-   tuple that fails makes the spout task refuse the next PREPARE, which starts a
-   recovery. Acks and fails from before the last rewind are dropped (message ids carry
+   tuple that fails, or a ``next_tuple`` that raises (the spout may have moved past a
+   message it did not emit), makes the spout task refuse the next PREPARE, which starts
+   a recovery. Acks and fails from before the last rewind are dropped (message ids carry
    the spout's epoch).
 
 So after any failure, state = effect of the inputs up to the committed positions, and
@@ -244,7 +245,15 @@ class CheckpointedSpout(Spout):
 
     def next_tuple(self) -> None:
         if not self.paused:
-            self.delegate.next_tuple()
+            try:
+                self.delegate.next_tuple()
+            except BaseException:
+                # The spout may have moved its position past what it never emitted
+                # (the SQLite queue and Kafka take a message before its emit, which a
+                # user's grouping can make raise): a checkpoint at that position would
+                # skip the message for good. Refuse it; the recovery rewinds.
+                self.failed = True
+                raise
 
     def _poll_steps(self) -> bool:
         """Each round of the worker (not from ``next_tuple``, which the runtime stops
