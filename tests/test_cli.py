@@ -220,3 +220,100 @@ def test_a_topology_function_returning_none_is_a_one_line_error(tmp_path: Path) 
     file.write_text("def topology():\n    pass\n")
     with pytest.raises(SystemExit, match=r"must return a Topology .* it returned NoneType"):
         cli.main(["run", "--local", "--no-ui", str(file)])
+
+
+PAUSED_FILE = """
+import os
+from tupletree import Bolt, Spout, TopologyBuilder
+
+MARKS = os.environ["MARKS"]
+
+class Numbers(Spout):
+    '''Emits for ever until deactivated once; once active again, 100 more, then stops.'''
+    outputs = ["n"]
+    def open(self, conf, context, collector):
+        self.collector, self.n, self.last = collector, 0, None
+    def next_tuple(self):
+        if self.last is None or self.n < self.last:
+            self.n += 1
+            self.collector.emit([self.n], msg_id=self.n)
+    def deactivate(self):
+        self.last = self.n + 100
+        open(os.path.join(MARKS, "deactivated"), "w").close()
+    def close(self):
+        with open(os.path.join(MARKS, "emitted"), "w") as f:
+            f.write(str(self.n))
+
+class Sink(Bolt):
+    outputs = []
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("sink", Sink(), parallelism=1, tasks=2).shuffle_grouping("numbers")
+    return b.create_topology()
+"""
+
+
+def test_a_run_deactivated_or_rebalanced_from_outside_goes_on_until_it_is_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topology paused from outside (`tupletree deactivate`, a rebalance) emits nothing
+    while paused; the run must not take that quiet for the end and kill it. It says
+    each change of status, and ends once the topology, active again, ran dry."""
+    from tupletree.ui.client import UIClient
+
+    monkeypatch.setattr(cli, "QUIET_SECS", 0.3)
+    file = tmp_path / "paused.py"
+    file.write_text(PAUSED_FILE)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("MARKS", str(marks))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    steps: list[str] = []
+
+    def steer() -> None:
+        client = UIClient(f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if [t["name"] for t in client.topologies()] == ["paused"]:
+                    break
+            except Exception:
+                pass  # not serving yet
+            time.sleep(0.05)
+        client.deactivate("paused")
+        time.sleep(1.0)  # three times the quiet that ended a run before
+        steps.append(client.topology("paused")["status"])
+        client.rebalance("paused", 0, None, {"sink": 2})
+        while client.topology("paused")["status"] == "REBALANCING":
+            time.sleep(0.05)
+        time.sleep(1.0)
+        steps.append(client.topology("paused")["status"])
+        client.activate("paused")
+
+    steering = threading.Thread(target=steer, daemon=True)
+    steering.start()
+    assert cli.main(["run", "--local", "--ui-port", str(port), str(file)]) == 0
+    steering.join(10)
+    assert steps == ["INACTIVE", "INACTIVE"]
+    out = capsys.readouterr().out
+    emitted = int((marks / "emitted").read_text())
+    assert f"done: {emitted:,} trees acked, 0 failed" in out
+    # (A rebalance with nothing in flight can begin and end between two looks.)
+    lines = [
+        line
+        for line in out.splitlines()
+        if line.startswith("tupletree: paused ") and "REBALANCING" not in line
+    ]
+    assert lines[1:] == [
+        "tupletree: paused is INACTIVE",
+        "tupletree: paused runs on 1 worker(s), executors numbers=1, sink=2",
+        "tupletree: paused is ACTIVE again",
+    ]

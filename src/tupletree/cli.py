@@ -9,24 +9,28 @@
     tupletree stats NAME [--ui HOST:PORT]
     tupletree activate|deactivate NAME [--ui HOST:PORT]
     tupletree kill NAME [-w SECS] [--ui HOST:PORT]
+    tupletree rebalance NAME [-w SECS] [-n WORKERS] [-e COMPONENT=N ...] [--ui HOST:PORT]
     tupletree visualize FILE [--format mermaid|dot] [-o OUT.png|OUT.svg]
     tupletree drpc FUNCTION ARGS [--host H] [--port P]
 
 ``run`` loads a Python file that defines ``topology()`` (returning a Topology) and,
 optionally, ``CONF`` (a config dict) and ``report(metrics) -> str`` (printed at the
 end), submits it, shows a live progress line and ends with a summary once the topology
-is quiet (no pending trees and nothing emitted for a moment) or ``--duration`` passed.
+is quiet (active, no pending trees and nothing emitted for a moment) or ``--duration``
+passed. A topology deactivated or rebalancing is not quiet: the run waits for it, and
+says each change of status and of layout.
 Ctrl-C (SIGINT) or SIGTERM stops it early the same way: the summary so far, then the
 topology is killed (spouts closed, bolts cleaned up, a bounded wait for a task in the
 middle of a call); a topology killed from the web view or ``tupletree kill`` ends the
 run with the summary too.
 It serves the web view (page, REST, /metrics) while it runs, on 127.0.0.1:8080 (or a
 free port when that one is taken) and prints its address; ``list``, ``stats``,
-``activate``, ``deactivate`` and ``kill`` talk to that service (``--ui``). On Spark it
-names the session's real master, the executors' hosts and how long they took to be ready
-with the shipped environment; Spark's own start-up lines go to a file unless
-``--verbose``. ``pack`` writes the archive of the Python environment Spark's executors
-need and prints the spark-submit options that ship it (``tupletree.spark.pack``).
+``activate``, ``deactivate``, ``kill`` and ``rebalance`` talk to that service
+(``--ui``). On Spark it names the session's real master, the executors' hosts and how
+long they took to be ready with the shipped environment; Spark's own start-up lines go
+to a file unless ``--verbose``. ``pack`` writes the archive of the Python environment
+Spark's executors need and prints the spark-submit options that ship it
+(``tupletree.spark.pack``).
 
 The web view's token (docs/security.md), for ``run`` and the commands that talk to it
 alike, comes from the environment variable ``TUPLETREE_UI_TOKEN``: ``run`` then
@@ -158,13 +162,22 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
     """Print a progress line until the topology is quiet, ``duration`` passed, it was
     killed from outside, or SIGINT/SIGTERM stopped the run (``stop_on_signals``).
 
+    Quiet means active, not rebalancing, nothing pending and nothing emitted for
+    QUIET_SECS: a topology deactivated or rebalanced from outside (``tupletree
+    deactivate``, the web view) emits nothing until it runs again, and is not done.
+    A change of status is a line of its own.
+
     The rate is measured over the observed window: work starts before submit returns,
     so the time since submit would overstate it.
     """
+    from tupletree.ui.views import status as status_of
+
     interactive = sys.stdout.isatty()
     start = last_print = last_change = time.monotonic()
     last_emitted = -1
     last_acked = 0
+    last_status, last_layout = "ACTIVE", None
+    nl = "\n" if interactive else ""  # after the progress line's \r
     first: tuple[float, float] | None = None  # (time, acked) when first seen working
     end: tuple[float, float] | None = None
     seen = Watched()
@@ -178,10 +191,21 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
             now = time.monotonic()
             try:
                 metrics = cluster.metrics(name)
+                info = cluster.topology_info(name)
             except TopologyNotFoundError:
                 seen.ended = "killed"
                 break
             seen.metrics = metrics
+            status, layout = status_of(info), _layout(info)
+            if status != last_status:
+                print(f"{nl}tupletree: {name} is {status}{_again(status)}", flush=True)
+                last_status = status
+            if layout != last_layout:
+                if last_layout is not None:  # a rebalance
+                    print(f"{nl}tupletree: {name} runs on {layout}", flush=True)
+                last_layout = layout
+            if status != "ACTIVE":
+                last_change = now  # paused from outside: not done
             t = _totals(metrics, spouts)
             if t["emitted"] != last_emitted:
                 last_emitted, last_change = t["emitted"], now
@@ -212,6 +236,16 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
     if first is not None and end is not None and end[0] > first[0]:
         seen.rate = (end[1] - first[1]) / (end[0] - first[0])
     return seen
+
+
+def _again(status: str) -> str:
+    return " again" if status == "ACTIVE" else ""
+
+
+def _layout(info: dict[str, Any]) -> str:
+    """``2 worker(s), executors count=4, split=2``: what a rebalance changes."""
+    executors = ", ".join(f"{c}={n}" for c, n in sorted(info["executors"].items()))
+    return f"{info['workers']} worker(s), executors {executors}"
 
 
 def summary(metrics: dict[str, dict[str, Any]], spouts: list[str], rate: float | None) -> str:
