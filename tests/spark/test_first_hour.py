@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.standalone import bare_python
-from tupletree.spark.errors import executor_import_hint
+from tupletree.spark.errors import executor_python_hint
 from tupletree.spark.session import jvm_output_to
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,18 +71,18 @@ def test_verbose_shows_what_run_keeps_quiet(tmp_path):
 def test_the_hint_names_the_setting_and_pack():
     """A missing tupletree or pyzmq points at PYSPARK_PYTHON and `tupletree pack`; a
     missing library of the topology's at `pack --requirements`; other errors get none."""
-    hint = executor_import_hint("... ModuleNotFoundError: No module named 'tupletree'", "python3")
+    hint = executor_python_hint("... ModuleNotFoundError: No module named 'tupletree'", "python3")
     assert hint is not None
     assert "executors' Python (python3) cannot import tupletree" in hint
     assert "PYSPARK_PYTHON" in hint and "spark.pyspark.python" in hint
     assert "tupletree pack" in hint
-    zmq = executor_import_hint("No module named 'zmq.backend'", "/usr/bin/python3")
+    zmq = executor_python_hint("No module named 'zmq.backend'", "/usr/bin/python3")
     assert zmq is not None and "cannot import zmq.backend" in zmq
-    other = executor_import_hint("No module named 'numpy'", "python3")
+    other = executor_python_hint("No module named 'numpy'", "python3")
     assert other is not None and "tupletree pack --requirements" in other
-    extra = executor_import_hint("No module named 'confluent_kafka'", "./environment/bin/python")
+    extra = executor_python_hint("No module named 'confluent_kafka'", "./environment/bin/python")
     assert extra is not None and "tupletree pack --extras kafka" in extra
-    assert executor_import_hint("ValueError: bad input", "python3") is None
+    assert executor_python_hint("ValueError: bad input", "python3") is None
 
 
 USER_SESSION = textwrap.dedent(
@@ -141,3 +141,35 @@ def test_a_session_built_without_pyspark_python_fails_with_the_hint(tmp_path):
     assert "No module named 'tupletree'" in lines[0] or "cannot import tupletree" in lines[0]
     assert "the executors' Python (python3) cannot import tupletree" in lines[0], lines[0]
     assert "PYSPARK_PYTHON" in lines[0] and "tupletree pack" in lines[0]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_submit_without_the_archive_fails_with_the_hint(tmp_path):
+    """spark.pyspark.python names the archive's Python (./environment/bin/python, as
+    `tupletree pack` prints) but no archive was shipped: submit_topology fails saying
+    which Python is missing and how to ship it, instead of Spark's bare "Cannot run
+    program"."""
+    script = tmp_path / "user.py"
+    script.write_text(USER_SESSION)
+    import tupletree
+
+    source = str(Path(tupletree.__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # What spark-submit makes of --conf spark.pyspark.python=... (a builder's config
+    # of that key is not read: PySpark takes the executors' Python from this variable).
+    env["PYSPARK_PYTHON"] = "./environment/bin/python"
+    done = subprocess.run(
+        [sys.executable, str(script), source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("FAILED ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "the executors have no Python at ./environment/bin/python" in lines[0], lines[0]
+    assert "--archives env.tar.gz#environment" in lines[0]

@@ -151,7 +151,7 @@ class SparkCluster(ClusterBase):
         try:
             launcher.start()
         except SparkJobFailed as exc:
-            hinted = _with_import_hint(exc, launcher, self.spark)
+            hinted = _with_python_hint(exc, launcher, self.spark)
             if hinted is None:
                 raise
             raise hinted from exc
@@ -362,14 +362,15 @@ class SparkCluster(ClusterBase):
             self._spark = None
 
 
-def _with_import_hint(exc: SparkJobFailed, launcher: Any, spark: Any) -> SparkJobFailed | None:
-    """``exc`` with what to do when the executors could not import a module (the full
-    Spark error is searched: the summary in ``exc`` may have cut it); None otherwise."""
-    from tupletree.spark.errors import executor_import_hint
+def _with_python_hint(exc: SparkJobFailed, launcher: Any, spark: Any) -> SparkJobFailed | None:
+    """``exc`` with what to do when the executors could not start their Python or import
+    a module (the full Spark error is searched: the summary in ``exc`` may have cut
+    it); None otherwise."""
+    from tupletree.spark.errors import executor_python_hint
 
     text = f"{exc}\n{launcher.job_error or ''}"
     python = getattr(spark.sparkContext, "pythonExec", None) or "python3"
-    hint = executor_import_hint(text, python)
+    hint = executor_python_hint(text, python)
     if hint is None:
         return None
     return SparkJobFailed(f"{exc}; {hint}", worker_errors=exc.worker_errors)

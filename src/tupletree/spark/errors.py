@@ -70,17 +70,29 @@ def summarize_spark_error(exc: BaseException) -> str:
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"')
 _OURS = ("tupletree", "zmq")  # what tupletree's own task function needs to unpickle
 
 
-def executor_import_hint(text: str, python: str) -> str | None:
+def executor_python_hint(text: str, python: str) -> str | None:
     """What to do when a worker's task failed because the executors' Python could not
-    import a module (``text`` is the job's error, ``python`` the executors' Python as
+    be started or could not import a module (``text`` is the job's error, ``python`` the executors' Python as
     this session starts it), or None when that is not why.
 
     tupletree or pyzmq missing means the executors run a Python it was never installed
     in (a session built without ``PYSPARK_PYTHON``: Spark's default is ``python3``);
-    another module is one the topology imports that the executors lack."""
+    another module is one the topology imports that the executors lack. A Python that
+    is not there at all is most often an archive's (``./environment/bin/python``) whose
+    archive was not shipped."""
+    program = _NO_PROGRAM.search(text)
+    if program is not None:
+        return (
+            f"the executors have no Python at {program.group(1)} (spark.pyspark.python): "
+            f"ship the archive it lives in with spark-submit --archives (e.g. "
+            f"--archives env.tar.gz#environment for ./environment/bin/python; "
+            f"`tupletree pack` writes one and prints both options), or point "
+            f"spark.pyspark.python at a Python every executor host has"
+        )
     match = _NO_MODULE.search(text)
     if match is None:
         return None
