@@ -76,8 +76,8 @@ _OURS = ("tupletree", "zmq")  # what tupletree's own task function needs to unpi
 
 def executor_python_hint(text: str, python: str) -> str | None:
     """What to do when a worker's task failed because the executors' Python could not
-    be started or could not import a module (``text`` is the job's error, ``python`` the executors' Python as
-    this session starts it), or None when that is not why.
+    be started or could not import a module (``text`` is the job's error, ``python``
+    the executors' Python as this session starts it), or None when that is not why.
 
     tupletree or pyzmq missing means the executors run a Python it was never installed
     in (a session built without ``PYSPARK_PYTHON``: Spark's default is ``python3``);
