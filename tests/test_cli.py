@@ -317,3 +317,44 @@ def test_a_run_deactivated_or_rebalanced_from_outside_goes_on_until_it_is_done(
         "tupletree: paused runs on 1 worker(s), executors numbers=1, sink=2",
         "tupletree: paused is ACTIVE again",
     ]
+
+
+@pytest.mark.parametrize("where", [["--local"], []])
+def test_a_bad_config_is_a_one_line_error_before_any_session(
+    where: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--workers 0`: refused naming the key and the value, at once (on Spark before a
+    session takes seconds to start), without a traceback."""
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as done:
+        cli.main(["run", *where, "--no-ui", "--workers", "0", str(EXAMPLE)])
+    assert time.monotonic() - started < 5
+    message = str(done.value.code)
+    assert message.startswith("tupletree run: ")
+    assert "'topology.workers'" in message and "got 0" in message
+
+
+def test_a_master_that_does_not_answer_is_named_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A standalone master at an address where nothing listens (a wrong port): one line
+    naming it, in seconds; Spark alone would try for a minute and end in Py4J's page
+    on a stopped context."""
+    from tupletree.spark.errors import SparkUnavailableError
+    from tupletree.spark.session import check_java, check_pyspark
+
+    try:
+        check_pyspark()
+        check_java()
+    except SparkUnavailableError as exc:
+        pytest.skip(str(exc))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    started = time.monotonic()
+    code = cli.main(["run", "--master", f"spark://127.0.0.1:{port}", "--no-ui", str(EXAMPLE)])
+    assert code == 1
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert f"cannot reach the Spark master spark://127.0.0.1:{port}" in err
+    assert "Traceback" not in err

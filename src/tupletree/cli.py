@@ -286,7 +286,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_file(args: argparse.Namespace) -> int:
-    from tupletree.config import Config
+    from tupletree.config import Config, validate
+    from tupletree.errors import InvalidConfigError
     from tupletree.topology.builder import Topology
 
     module = load_module(args.file)
@@ -299,6 +300,10 @@ def _run_file(args: argparse.Namespace) -> int:
     conf = dict(getattr(module, "CONF", {}) or {})
     if args.workers is not None:
         conf[Config.TOPOLOGY_WORKERS] = args.workers
+    try:
+        validate(conf)  # before a Spark session takes seconds to start
+    except InvalidConfigError as exc:
+        raise SystemExit(f"tupletree run: {exc}") from None
     name = Path(args.file).stem.replace("_", "-")
     if args.local:
         from tupletree.local import LocalCluster
@@ -322,27 +327,33 @@ def _run_on_spark(
 
     jvm_log = None if args.verbose else default_jvm_log()
     started = time.monotonic()
-    try:
-        session, owned = get_or_create_session(args.master, jvm_log=jvm_log)
-    except SparkUnavailableError as exc:
-        raise SystemExit(f"tupletree run: {exc}") from None
-    up = f" (session up in {time.monotonic() - started:.1f} s)" if owned else ""
     ok = False
     try:
-        with _with_ui(SparkCluster, args, spark=session) as cluster:
-            workers = conf.get(Config.TOPOLOGY_WORKERS, 1)
-            print(
-                f"tupletree: running {name} on Spark {cluster.master}, {workers} worker(s){up}",
-                flush=True,
-            )
-            code = _run(cluster, module, name, conf, topology, args, session, jvm_log)
-            ok = code == 0
-            return code
+        try:
+            session, owned = get_or_create_session(args.master, jvm_log=jvm_log)
+        except SparkUnavailableError as exc:
+            print(f"tupletree run: {exc}", file=sys.stderr)
+            return 1
+        up = f" (session up in {time.monotonic() - started:.1f} s)" if owned else ""
+        try:
+            with _with_ui(SparkCluster, args, spark=session) as cluster:
+                workers = conf.get(Config.TOPOLOGY_WORKERS, 1)
+                print(
+                    f"tupletree: running {name} on Spark {cluster.master}, {workers} worker(s){up}",
+                    flush=True,
+                )
+                code = _run(cluster, module, name, conf, topology, args, session)
+                ok = code == 0
+                return code
+        finally:
+            if owned:
+                session.stop()
     finally:
-        if owned:
-            session.stop()
-        if jvm_log is not None and ok:  # kept, and named, when the run failed
-            jvm_log.unlink(missing_ok=True)
+        if jvm_log is not None:  # kept, and named, when the run failed
+            if ok:
+                jvm_log.unlink(missing_ok=True)
+            elif jvm_log.exists():
+                print(f"Spark's own log: {jvm_log}", file=sys.stderr)
 
 
 def _run(
@@ -353,11 +364,11 @@ def _run(
     topology: Any,
     args: argparse.Namespace,
     spark: Any = None,
-    jvm_log: Path | None = None,
 ) -> int:
     """Submit, watch, summarize, kill: the part of ``run`` both clusters share; on Spark
     (``spark`` the session) with where the workers run and how long executors took."""
-    from tupletree.spark.errors import SparkJobFailed
+    from tupletree.errors import InvalidConfigError, InvalidTopologyError
+    from tupletree.spark.errors import SparkJobFailed, SparkLaunchError
 
     spouts = [s.id for s in topology.spouts]
     if cluster.ui_url is not None:
@@ -370,7 +381,13 @@ def _run(
         # it), then the watch below ends at once, the summary is printed and the
         # topology killed; raised inside a submit, it could leave workers half started.
         _signals.defer()
-    cluster.submit_topology(name, conf, topology)
+    try:
+        cluster.submit_topology(name, conf, topology)
+    except (InvalidConfigError, InvalidTopologyError, SparkLaunchError) as exc:
+        # What the user can mend (a bad config or topology, too few slots, executors
+        # that cannot start): the message says what, a traceback would bury it.
+        print(f"tupletree run: {name} did not start: {exc}", file=sys.stderr)
+        return 1
     ready_at = time.time()  # submit returns once every worker is ready
     print(f"tupletree: {name} started in {time.monotonic() - started:.1f} s", flush=True)
     if spark is not None:
@@ -393,8 +410,6 @@ def _run(
         print(f"tupletree: {name} stopped: {exc}", file=sys.stderr)
         for text in cluster.errors(name)[:1]:
             print(f"the first error reported:\n{text}", file=sys.stderr)
-        if jvm_log is not None:
-            print(f"Spark's own log: {jvm_log}", file=sys.stderr)
         cluster.kill_topology(name)
         return 1
     if seen.ended == "killed":

@@ -114,3 +114,57 @@ def test_shortage_message_has_both_numbers():
         "topology", 2, SlotInfo(total=2, busy=1, master="local[2,4]", source="")
     )
     assert "needs 2 worker slots but Spark has only 1 free (2 in all, 1 busy" in busy
+
+
+class _Context:
+    """What ``reserve`` reads of a SparkContext on a standalone master with 2 slots and
+    nothing running; ``stop_after`` looks at ``isStopped``, Spark stops it (as it does
+    when the master never takes the application)."""
+
+    master = "spark://127.0.0.1:7077"
+    defaultParallelism = 2
+
+    def __init__(self, stop_after: int) -> None:
+        self.looks = 0
+        self.stop_after = stop_after
+        self._jsc = self
+
+    def sc(self) -> _Context:
+        return self
+
+    def isStopped(self) -> bool:  # (the JVM's names)
+        self.looks += 1
+        return self.looks > self.stop_after
+
+    def getConf(self) -> dict[str, str]:
+        return {}
+
+    def statusTracker(self) -> _Context:
+        return self
+
+    def getActiveStageIds(self) -> list[int]:
+        return []
+
+
+def test_a_wait_for_slots_is_said_and_ends_when_spark_stops_the_context(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Too few slots on a cluster: one warning that it waits, for how long and how many
+    it has; once Spark stopped the context, a SparkUnavailableError naming the master
+    at once, not the slot wait's end."""
+    from tupletree.spark import reservations
+
+    clock = iter(range(10**6))  # a second a look: a wait that never ends fails the test
+    monkeypatch.setattr(reservations.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(reservations.time, "sleep", lambda secs: None)
+    sc = _Context(stop_after=3)
+    with (
+        caplog.at_level("WARNING", logger="tupletree"),
+        pytest.raises(SparkUnavailableError) as stopped,
+    ):
+        reservations.reserve(sc, "group", "wc", 3, slot_wait=3600)
+    assert sc.looks == 4
+    assert "stopped its context while wc waited for 3 task slots" in str(stopped.value)
+    assert "(master spark://127.0.0.1:7077)" in str(stopped.value)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("wc: waiting up to 3600 s for 3 task slots, 2 free now")

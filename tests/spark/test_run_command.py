@@ -84,3 +84,17 @@ def test_sigterm_and_ctrl_c_on_spark_close_the_spouts_and_print_the_summary(
     assert f"tupletree: {name}: stopping endless" in out
     assert "done: " in out and "worker restarts: 0" in out
     assert (marks / "closed").exists(), "the spout's close() did not run"
+
+
+def test_more_workers_than_slots_is_one_line_naming_both(spark, capsys) -> None:
+    """`--workers 3` on a session of 2 slots (the suite's, which `run` takes as it
+    would under spark-submit): the run ends with one line saying what it needs and what
+    Spark has, not NotEnoughSlotsError's traceback."""
+    from tupletree import cli
+
+    code = cli.main(["run", "--no-ui", "--workers", "3", str(EXAMPLE)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "tupletree run: word-count did not start: " in err
+    assert "needs 3 worker slots but Spark has only 2" in err
+    assert "Traceback" not in err

@@ -7,11 +7,12 @@ and not stopped as busy, even when their tasks are not running yet.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
-from tupletree.spark.errors import NotEnoughSlotsError
+from tupletree.spark.errors import NotEnoughSlotsError, SparkUnavailableError
 from tupletree.spark.slots import (
     SlotInfo,
     busy_task_slots,
@@ -24,6 +25,7 @@ from tupletree.spark.slots import (
 # {id(sc): {job_group: workers}}
 _reservations: dict[int, dict[str, int]] = {}
 _lock = threading.Lock()
+log = logging.getLogger("tupletree")
 
 
 def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) -> None:
@@ -37,6 +39,7 @@ def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) 
     conf = sc.getConf()
     dynamic = (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true"
     deadline = time.monotonic() + slot_wait
+    waiting = False
     while True:
         with _lock:
             held = _reservations.setdefault(id(sc), {})
@@ -51,7 +54,34 @@ def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) 
                 available=info.free,
                 master=info.master,
             )
+        if _stopped(sc):
+            # A master that never took the application: Spark gives up after a
+            # minute and stops the context; waiting on would end in Py4J's errors.
+            raise SparkUnavailableError(
+                f"Spark stopped its context while {name} waited for {workers} task "
+                f"slots (master {sc.master}): the master did not take the application, "
+                "or dropped it (Spark's log says why)"
+            )
+        if not waiting:  # a wait of up to slot_wait with nothing said looks like a hang
+            waiting = True
+            log.warning(
+                "%s: waiting up to %.0f s for %d task slots, %d free now (master %s): "
+                "executors may still be registering",
+                name,
+                slot_wait,
+                workers,
+                info.free,
+                info.master,
+            )
         time.sleep(0.5)
+
+
+def _stopped(sc: Any) -> bool:
+    """True once ``sc`` was stopped (by Spark itself: a lost master), or its JVM is gone."""
+    try:
+        return sc._jsc is None or bool(sc._jsc.sc().isStopped())
+    except Exception:
+        return True
 
 
 def resize(sc: Any, job_group: str, name: str, workers: int) -> None:

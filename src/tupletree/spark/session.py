@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -232,6 +233,7 @@ def build_session(
     ``jvm_log``: a file for the JVM's own stderr (``jvm_output_to``)."""
     check_pyspark()
     check_java()
+    check_standalone_master(master)
     use_this_python()
     from pyspark.sql import SparkSession
 
@@ -246,6 +248,34 @@ def build_session(
         builder = builder.config(key, value)
     with jvm_output_to(jvm_log):
         return builder.getOrCreate()
+
+
+MASTER_CONNECT_SECS = 5.0
+
+
+def check_standalone_master(master: str, timeout: float = MASTER_CONNECT_SECS) -> None:
+    """For a standalone master (``spark://host:port``, or several, comma-separated for
+    standby masters), check that one of them accepts a connection. Spark itself tries
+    for a minute, then stops the context, and what the caller sees is a page of Py4J
+    saying the context is stopped; the log file alone names the master."""
+    if not master.startswith("spark://"):
+        return
+    problems = []
+    for address in master[len("spark://") :].split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise SparkUnavailableError(
+                f"cannot read host:port in the Spark master {master!r} (at {address!r})"
+            )
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            return
+        except OSError as exc:
+            problems.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise SparkUnavailableError(
+        f"cannot reach the Spark master {master} ({'; '.join(problems)}): is it running, "
+        "and is this its address and port (spark-class ...Master prints both)?"
+    )
 
 
 def active_session() -> SparkSession | None:
