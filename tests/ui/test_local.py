@@ -357,6 +357,44 @@ def test_cli_names_an_unreachable_service(capsys):
         ui_client.UIClient("no-port")
 
 
+def test_cli_says_when_another_service_answers(capsys):
+    """--ui at a service that is not tupletree's (a Spark master's web UI takes 8080,
+    the default): HTML to a GET, 405 to a POST. Each command exits 1 with one line
+    saying so, not a JSONDecodeError's traceback."""
+    import http.server
+    import threading
+
+    from tupletree import cli
+
+    class SparkLike(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><title>Spark Master</title></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.send_error(405)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SparkLike)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        for command in (["list"], ["stats", "wc"], ["kill", "wc", "-w", "0"], ["deactivate", "wc"]):
+            assert cli.main([*command, "--ui", address]) == 1, command
+            err = capsys.readouterr().err
+            assert "not an answer of tupletree's web service" in err, (command, err)
+            assert address in err and "Traceback" not in err
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 class _WithStalls(LocalCluster):
     """A cluster that reports 60 timed-out trees."""
 

@@ -25,6 +25,12 @@ DEFAULT_ADDRESS = "127.0.0.1:8080"
 TOKEN_ENV = "TUPLETREE_UI_TOKEN"
 TIMEOUT_SECS = 30.0
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+# What another service at the address answers (a Spark master's own web UI takes 8080,
+# the default here, and `tupletree run` then serves on a free port it prints).
+NOT_OURS = (
+    "not an answer of tupletree's web service: is --ui the address `tupletree run` "
+    "printed? (a Spark master's web UI also listens on 8080)"
+)
 
 
 class UIClientError(RuntimeError):
@@ -64,12 +70,12 @@ class UIClient:
             request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as response:
-                return json.loads(response.read(MAX_ANSWER_BYTES))
+                raw = response.read(MAX_ANSWER_BYTES)
         except urllib.error.HTTPError as exc:
             try:
                 message = json.loads(exc.read(MAX_ANSWER_BYTES))["errorMessage"]
             except (ValueError, KeyError, TypeError):
-                message = exc.reason
+                message = f"{exc.reason} ({NOT_OURS})"
             if exc.code == 401:
                 message = f"{message} (set {TOKEN_ENV} to the web view's token)"
             raise UIClientError(f"{self.url}: {exc.code} {message}", exc.code) from None
@@ -79,13 +85,23 @@ class UIClient:
                 f"cannot reach the tupletree web service at {self.url}: {reason} "
                 "(is a cluster running with ui_port set, and is --ui its address?)"
             ) from None
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise UIClientError(f"{self.url}: {NOT_OURS}")
+        return answer
 
     @staticmethod
     def _quoted(name: str) -> str:
         return urllib.parse.quote(name, safe="")
 
     def topologies(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/api/v1/topology/summary")["topologies"]
+        answer = self._call("GET", "/api/v1/topology/summary").get("topologies")
+        if not isinstance(answer, list):
+            raise UIClientError(f"{self.url}: {NOT_OURS}")
+        return answer
 
     def topology(self, name: str) -> dict[str, Any]:
         return self._call("GET", f"/api/v1/topology/{self._quoted(name)}")
