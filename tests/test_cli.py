@@ -37,6 +37,16 @@ def test_run_rejects_a_file_without_topology(tmp_path):
         cli.main(["run", "--local", str(bad)])
 
 
+@pytest.mark.parametrize("command", ["run", "visualize"])
+def test_a_file_that_is_not_python_is_a_one_line_error(command: str) -> None:
+    """`tupletree run README.md` (or visualize): one line naming the file, not a bare
+    AssertionError."""
+    readme = EXAMPLE.parents[1] / "README.md"
+    args = [command, "--local", str(readme)] if command == "run" else [command, str(readme)]
+    with pytest.raises(SystemExit, match=f"tupletree {command}: .*README.md is not a Python"):
+        cli.main(args)
+
+
 def test_summary_line_on_worker_restarts():
     """`tupletree run` on SparkCluster ends its summary with the restarts per worker."""
     assert cli.restarts_line({0: 0, 1: 0}) == "worker restarts: 0"

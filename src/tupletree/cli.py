@@ -61,12 +61,15 @@ DEFAULT_UI_PORT = 8080  # Storm UI's
 DEFAULT_UI_ADDRESS = f"127.0.0.1:{DEFAULT_UI_PORT}"
 
 
-def load_module(path: str) -> ModuleType:
+def load_module(path: str, command: str = "run") -> ModuleType:
     file = Path(path)
     if not file.is_file():
-        raise SystemExit(f"tupletree run: no such file: {path}")
+        raise SystemExit(f"tupletree {command}: no such file: {path}")
     spec = importlib.util.spec_from_file_location(file.stem, file)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:  # Python finds no loader for its suffix
+        raise SystemExit(
+            f"tupletree {command}: {path} is not a Python file (.py) defining topology()"
+        )
     module = importlib.util.module_from_spec(spec)
     # Registered under its own name so pickled components can be found again in
     # worker processes (the file's directory is put on sys.path for them too).
@@ -74,7 +77,7 @@ def load_module(path: str) -> ModuleType:
     sys.path.insert(0, str(file.parent.resolve()))
     spec.loader.exec_module(module)
     if not callable(getattr(module, "topology", None)):
-        raise SystemExit(f"tupletree run: {path} must define topology() returning a Topology")
+        raise SystemExit(f"tupletree {command}: {path} must define topology() returning a Topology")
     return module
 
 
@@ -559,7 +562,7 @@ def cmd_visualize(args: argparse.Namespace) -> int:
 
     from tupletree.ui.graph import to_dot, to_mermaid
 
-    module = load_module(args.file)
+    module = load_module(args.file, "visualize")
     topology = module.topology()
     name = Path(args.file).stem.replace("_", "-")
     if args.output is None:
