@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,36 @@ def test_the_command_prints_the_options_that_ship_it(tmp_path, capsys):
     assert out.stat().st_size > 0
     assert cli.main(["pack", "-o", str(out), "--extras", "nope"]) == 1
     assert "tupletree pack: tupletree has no extra nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("", "-o wants a file name ending in .tar.gz, got ''"),
+        (".", "is a directory: name the archive"),
+        ("env.zip", "Spark unpacks archives by their suffix: name it env.tar.gz or env.tgz"),
+        ("notes.txt", "Spark unpacks archives by their suffix"),
+        ("missing/env.tar.gz", "there is no directory"),
+    ],
+)
+def test_an_output_that_would_not_do_is_refused_before_packing(
+    tmp_path, monkeypatch, capsys, output, message
+):
+    """`pack -o` into a directory, an empty name, a name Spark would not unpack as a
+    gzip tar, a directory that does not exist: one line naming it, nothing written (an
+    existing file is left as it was; no directory is made)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    started = time.monotonic()
+    assert cli.main(["pack", "-o", output]) == 1
+    assert time.monotonic() - started < 2  # refused before reading a single file
+    err = capsys.readouterr().err
+    assert err.startswith("tupletree pack: ") and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_executors_python_must_be_an_absolute_path(tmp_path):
+    with pytest.raises(PackError, match=r"--python wants the absolute path .* got 'python3'"):
+        pack(tmp_path / "env.tar.gz", python="python3")
+    assert not (tmp_path / "env.tar.gz").exists()

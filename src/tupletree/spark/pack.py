@@ -227,6 +227,11 @@ def pack(
 ) -> Packed:
     """Write the executors' archive to ``output`` (see the module's rules)."""
     started = time.monotonic()
+    out = check_output(output)
+    if python is not None and not os.path.isabs(python):
+        raise PackError(
+            f"--python wants the absolute path of the executors' Python, got {python!r}"
+        )
     tupletree_source, tupletree_dist, known = _tupletree()
     extras = sorted({e.strip() for e in extras if e.strip()})
     unknown = [e for e in extras if e not in known]
@@ -264,7 +269,6 @@ def pack(
         dist = metadata.distribution(name)
         sources.append(_Source(resolved.dist.name, resolved.dist.version, _record_files(dist)))
     interpreter = python or base_python()
-    out = Path(output)
     _write(out, sources, interpreter)
     return Packed(
         path=out,
@@ -273,6 +277,32 @@ def pack(
         python=interpreter,
         seconds=time.monotonic() - started,
     )
+
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
+"""Spark unpacks an archive by its name's suffix: a gzip tar must end in one of these."""
+
+
+def check_output(output: str | os.PathLike[str]) -> Path:
+    """``output`` as a path to write the archive to, or PackError naming what is wrong
+    with it, before anything is packed: not a directory, in a directory that exists,
+    named with a suffix Spark unpacks as a gzip tar (a name Spark would take for a zip,
+    or none at all, would ship an archive no executor can open; the suffix also keeps
+    ``-o notes.txt`` from overwriting a file of another kind)."""
+    out = Path(output)
+    if not str(output).strip():
+        raise PackError(f"-o wants a file name ending in .tar.gz, got {str(output)!r}")
+    if out.is_dir() or not out.name:
+        raise PackError(f"-o {out} is a directory: name the archive (e.g. {out / DEFAULT_OUTPUT})")
+    if not out.name.endswith(ARCHIVE_SUFFIXES):
+        stem = out.name.split(".")[0] or "env"
+        raise PackError(
+            f"-o {out}: the archive is a gzip tar, and Spark unpacks archives by their "
+            f"suffix: name it {stem}.tar.gz or {stem}.tgz"
+        )
+    if not out.parent.is_dir():
+        raise PackError(f"-o {out}: there is no directory {out.parent}")
+    return out
 
 
 def _layout(sources: list[_Source], interpreter: str) -> Iterator[tuple[str, Path | bytes]]:
@@ -299,7 +329,6 @@ def _layout(sources: list[_Source], interpreter: str) -> Iterator[tuple[str, Pat
 def _write(out: Path, sources: list[_Source], interpreter: str) -> None:
     """The archive, written beside ``out`` and renamed over it when complete."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
         with (
@@ -382,7 +411,8 @@ def describe(packed: Packed) -> str:
             f"{packed.seconds:.1f} s: tupletree {tupletree_version} and {len(others)} "
             f"distributions ({', '.join(others) or 'none'}); not pyspark (Spark ships it)",
             f"tupletree: executors need Python {sys.version_info.major}."
-            f"{sys.version_info.minor} at {packed.python} (bin/python points there)",
+            f"{sys.version_info.minor} at {packed.python} (bin/python points there)"
+            + ("" if os.path.exists(packed.python) else "; it is not on this machine"),
             "spark-submit options that ship it:",
             f"  {options}",
             "and in client mode (the driver runs here, e.g. on a standalone master):",
