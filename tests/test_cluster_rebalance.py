@@ -80,10 +80,12 @@ def test_plan_checks_every_option_and_names_the_numbers():
     with pytest.raises(InvalidTopologyError, match=r"'count' has 4 task\(s\).*not 8") as info:
         plan_rebalance(topo, conf, now, None, None, {"count": 8})
     assert info.value.component == "count"
+    assert "submit it with tasks=8 to allow 8" in str(info.value)
     with pytest.raises(InvalidTopologyError, match=r"no component 'cuont'.*count, src"):
         plan_rebalance(topo, conf, now, None, None, {"cuont": 2})
-    with pytest.raises(InvalidTopologyError, match="not 0"):
+    with pytest.raises(InvalidTopologyError, match="not 0") as info:
         plan_rebalance(topo, conf, now, None, None, {"count": 0})
+    assert "submit it with" not in str(info.value)  # more tasks would not allow 0
     with pytest.raises(InvalidConfigError, match="workers must be an integer >= 1, got 0"):
         plan_rebalance(topo, conf, now, None, 0, None)
     with pytest.raises(InvalidConfigError, match=r"wait_secs .* got -1"):

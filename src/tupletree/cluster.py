@@ -211,10 +211,16 @@ def plan_rebalance(
                 component=str(cid),
             )
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= spec.tasks:
+            # Only a number above the task count is mended by more tasks at submit.
+            more = (
+                f"; submit it with tasks={n} to allow {n}"
+                if isinstance(n, int) and not isinstance(n, bool) and n > spec.tasks
+                else ""
+            )
             raise InvalidTopologyError(
                 f"rebalance: component {cid!r} has {spec.tasks} task(s), so it can run on "
                 f"1 to {spec.tasks} executor(s), not {n!r} (as in Storm a component's "
-                f"task count never changes; submit it with tasks={n} to allow {n})",
+                f"task count never changes{more})",
                 component=cid,
             )
         plan[cid] = n
