@@ -612,7 +612,12 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a topology file and report on it")
     run.add_argument("file", help="a .py file defining topology() and optionally CONF, report()")
     run.add_argument("--local", action="store_true", help="use the in-process LocalCluster")
-    run.add_argument("--master", default=None, help="Spark master (default: local[*])")
+    run.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default: local[*], every core; a local master runs as "
+        "local[N,4], so a worker that dies is started again, up to 3 times)",
+    )
     run.add_argument("--workers", type=int, default=None, help="topology.workers")
     run.add_argument("--duration", type=_seconds, default=None, help="stop after SECS")
     run.add_argument(
