@@ -44,6 +44,7 @@ import contextlib
 import errno
 import importlib.util
 import math
+import os
 import signal
 import sys
 import threading
@@ -338,6 +339,16 @@ def _run_on_spark(
             print(f"tupletree run: {exc}", file=sys.stderr)
             return 1
         up = f" (session up in {time.monotonic() - started:.1f} s)" if owned else ""
+        if args.master and (not owned or os.environ.get("PYSPARK_GATEWAY_PORT")):
+            # Under spark-submit (or beside a session of the caller's) the session
+            # exists, on the master it was given: a --master here cannot move it.
+            print(
+                f"tupletree: --master {args.master} is not used: this process's Spark "
+                f"session runs already, on {session.sparkContext.master} (under "
+                "spark-submit, its own --master decides)",
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             with _with_ui(SparkCluster, args, spark=session) as cluster:
                 workers = conf.get(Config.TOPOLOGY_WORKERS, 1)

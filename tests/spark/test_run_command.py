@@ -98,3 +98,20 @@ def test_more_workers_than_slots_is_one_line_naming_both(spark, capsys) -> None:
     assert "tupletree run: word-count did not start: " in err
     assert "needs 3 worker slots but Spark has only 2" in err
     assert "Traceback" not in err
+
+
+def test_a_master_that_cannot_be_used_is_said(spark, capsys) -> None:
+    """`run --master ...` in a process whose session runs already (the suite's, as
+    under spark-submit): the run goes on that session, and says --master was not used
+    and where it runs instead, rather than letting the banner alone tell."""
+    from tupletree import cli
+
+    code = cli.main(
+        ["run", "--no-ui", "--master", "spark://elsewhere:7077", "--duration", "1", str(EXAMPLE)]
+    )
+    assert code == 0
+    captured = capsys.readouterr()
+    master = spark.sparkContext.master
+    said = "--master spark://elsewhere:7077 is not used: this process's Spark session"
+    assert f"{said} runs already, on {master}" in captured.err
+    assert f"running word-count on Spark {master}" in captured.out
