@@ -348,6 +348,20 @@ def test_late_event():
     assert g.compute() is None  # only an advance is a new watermark
 
 
+def test_a_window_ending_at_the_watermark_waits_for_its_last_tuples():
+    """A watermark says no event before it will come; one stamped at it may. Windows
+    ending at the watermark are evaluated once it passes them, with such an event in
+    (beyond Storm, which evaluates them at the watermark: the event then joins none)."""
+    m, lis = managed(WatermarkTimeEviction(10, NO_LAG), WatermarkTimeTrigger(10))
+    lis.take(m.add("a", 5))
+    lis.take(m.add("b", 10))
+    lis.take(m.on_watermark(10))
+    assert lis.events == []
+    lis.take(m.add("c", 10))  # stamped at the watermark: not late
+    lis.take(m.on_watermark(11))
+    assert lis.events == ["a", "b", "c"]
+
+
 # -- processing-time triggers (tupletree's exact due times) -----------------------------
 
 

@@ -269,11 +269,14 @@ class WindowedBoltExecutor(Bolt):
         if len(manager) >= self._cap:
             self._refuse(tup, now)
             return
+        key = self._key
+        if key is not None:
+            session_key = key(tup)
+            hash(session_key)  # unhashable: the tuple fails before it moves the watermark
         if watermarks is not None:
             watermarks.record((tup.source_component, tup.source_stream), ts)
-        key = self._key
         item = self._window_item(tup)
-        outcomes = manager.add(item, ts) if key is None else manager.add(item, ts, key(tup))
+        outcomes = manager.add(item, ts) if key is None else manager.add(item, ts, session_key)
         gap = self._session_gap
         if gap is not None and ts + gap < self._due:
             self._due = ts + gap  # a new session's close, on the clock

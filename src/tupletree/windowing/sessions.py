@@ -67,11 +67,14 @@ class SessionManager:
 
     def add(self, item: Any, ts: int, key: Hashable = None) -> Iterable[Outcome]:
         """Add an event of ``key``; it never fires a window by itself (time does)."""
+        # The key is looked up first: one that cannot be hashed raises here, before
+        # the event is counted as held (counted, each such tuple would use up a slot of
+        # the window's cap for good).
+        mine = self.sessions.get(key)
         seq = self._seq
         self._seq += 1
         self._held += 1
         gap = self.gap
-        mine = self.sessions.get(key)
         if mine is None:
             session = Session(key, seq, ts, item)
             self.sessions[key] = [session]
