@@ -16,6 +16,7 @@ from tupletree.state.provider import open_state_store
 from tupletree.store import Put
 from tupletree.testing.shared import SharedList
 from tupletree.topology.components import Spout
+from tupletree.windowing import StatefulWindowedBolt
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota"]
 
@@ -212,3 +213,68 @@ def check_counts(store: Any, n: int, delivered: dict[int, int], exact: bool) -> 
     if exact:
         assert twice == set(), f"applied twice: {sorted(twice)[:10]}"
     return twice
+
+
+class RaisesOnceCount(StatefulWordCount):
+    """StatefulWordCount that fails the first word of each message in ``bad`` once (a
+    transient error), after or before it changed the state (``when``: "before-put",
+    "after-put"), or by calling ``fail`` on it ("fail-call")."""
+
+    def __init__(self, bad: Any, raised: SharedList, when: str) -> None:
+        self.bad, self.raised, self.when = set(bad), raised, when
+
+    def execute(self, tup: Any) -> None:
+        word, msg, pos = tup.values
+        if msg in self.bad and pos == 0 and msg not in self.raised.items():
+            self.raised.append(msg)
+            if self.when == "fail-call":
+                self.collector.fail(tup)
+                return
+            if self.when == "after-put":
+                self.state.put(word, self.state.get(word, 0) + 1)
+            raise RuntimeError(f"transient failure on message {msg}")
+        super().execute(tup)
+
+
+class BufferedWordCount(StatefulWordCount):
+    """A word count that also keeps a buffer of its own, made in init_state and dropped
+    in pre_prepare and pre_rollback, as docs/state.md suggests for what a bolt keeps
+    outside its KeyValueState."""
+
+    def init_state(self, state: Any) -> None:
+        super().init_state(state)
+        self.buffer: list[Any] = []
+
+    def execute(self, tup: Any) -> None:
+        self.buffer.append(tup.values[0])
+        super().execute(tup)
+
+    def pre_prepare(self, txid: int) -> None:
+        self.buffer.clear()
+
+    def pre_rollback(self) -> None:
+        self.buffer.clear()
+
+
+class ApplyWindow(StatefulWindowedBolt):
+    """A window over (sentence, msg) tuples: applied[msg] += 1 in the state for each
+    tuple of each window (1 for every msg when exactly once). ``poison``: execute raises
+    the first time a window holds that msg (``raised`` records it)."""
+
+    outputs = ["n"]
+
+    def __init__(self, poison: int | None = None, raised: SharedList | None = None) -> None:
+        self.poison = poison
+        self.raised = raised
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def execute(self, window: Any) -> None:
+        msgs = [t[1] for t in window.iter()]
+        if self.poison in msgs and self.raised is not None and not self.raised.items():
+            self.raised.append(self.poison)
+            raise RuntimeError(f"transient failure in the window of {self.poison}")
+        for msg in msgs:
+            key = ("applied", msg)
+            self.state.put(key, self.state.get(key, 0) + 1)

@@ -19,7 +19,12 @@ both sets, ``prepare`` picks one.
 
 Errors: a hook or state operation that raises fails the checkpoint tuple and is reported
 (the checkpoint spout then recovers); an input that raises in ``execute`` is failed and
-reported as anywhere else.
+reported as anywhere else. In the aligned mode a bolt that failed an input (it raised,
+raised FailedException, or the bolt called ``fail``) also refuses the next PREPARE: the
+input came before that step's barrier, so the checkpoint would commit the spouts'
+positions past it without its effect. The refusal travels in band, ahead of the spout's
+own news of the failure, which comes through the ackers and may come after the spout
+answered the step. The next INITSTATE (the recovery's rewind) clears it.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from tupletree.state.held import CheckpointTuples
 from tupletree.state.inputs import HANDLE, CheckpointInputs
 from tupletree.state.kv import KeyValueState
 from tupletree.state.planner import plan_topology
-from tupletree.state.protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
+from tupletree.state.protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM, INITSTATE, PREPARE
 from tupletree.state.provider import open_state_store, state_namespace
 from tupletree.state.stateful_bolt import StatefulBolt
 from tupletree.store.hosts import require_shared
@@ -93,6 +98,7 @@ class _CheckpointBolt(Bolt):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._out = collector
+        self._failed_input = False
         self.aligned = aligned_mode(conf)
         sources = self.aligned_sources if self.aligned else self.storm_sources
         channels = checkpoint_channels(context, sources)
@@ -120,7 +126,18 @@ class _CheckpointBolt(Bolt):
             if inputs.hold(tup):
                 return
             self._run_each(inputs.release())  # over the bound: the step is abandoned
-        self._run(tup)
+        try:
+            self._run(tup)
+        except BaseException:
+            self._failed_input = True  # the runtime fails it and reports what it raised
+            raise
+
+    def _input_failed(self) -> bool:
+        """Whether an input failed since the last INITSTATE (the aligned mode)."""
+        return self._failed_input
+
+    def _clear_failed(self) -> None:
+        self._failed_input = False
 
     def _on_checkpoint(self, tup: Any) -> None:
         txid, action = read_checkpoint(tup)
@@ -132,6 +149,14 @@ class _CheckpointBolt(Bolt):
             if verdict == REFUSE:
                 out.fail(tup)
                 return
+            if verdict == HANDLE and action == PREPARE and self._input_failed():
+                # An input of this checkpoint failed here (module docstring).
+                inputs.handled(action, txid)
+                out.fail(tup)
+                self._run_each(inputs.release())
+                return
+            if verdict == HANDLE and action == INITSTATE:
+                self._clear_failed()
         else:
             verdict = inputs.arrive(action, txid)
         if verdict == HANDLE and self._handle(tup, action, txid):
@@ -149,6 +174,7 @@ class _CheckpointBolt(Bolt):
             try:
                 self._run(tup)
             except BaseException as exc:
+                self._failed_input = True
                 self._out.fail(tup)
                 self._out.report_error(exc)
 
@@ -200,6 +226,12 @@ class StatefulBoltExecutor(_CheckpointBolt):
         )
         self._bolt_execute = self.delegate.execute
         self.delegate.prepare(conf, context, self.collector)
+
+    def _input_failed(self) -> bool:
+        return self._failed_input or self.collector.failed
+
+    def _clear_failed(self) -> None:
+        self._failed_input = self.collector.failed = False
 
     def open_state(self, conf: dict[str, Any], context: Any) -> Any:
         """The task's state, as last committed (a StatefulWindowedBolt's executor
@@ -287,13 +319,21 @@ class CheckpointForwarder(_CheckpointBolt):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
+        self._anchoring: AnchoringCollector | None = None
         if self.basic:
             self._basic = AnchoringBasicCollector(collector)
             self.delegate.prepare(conf, context)
         else:
-            self.delegate.prepare(
-                conf, context, AnchoringCollector(collector, context.component_id)
-            )
+            self._anchoring = AnchoringCollector(collector, context.component_id)
+            self.delegate.prepare(conf, context, self._anchoring)
+
+    def _input_failed(self) -> bool:
+        return self._failed_input or (self._anchoring is not None and self._anchoring.failed)
+
+    def _clear_failed(self) -> None:
+        self._failed_input = False
+        if self._anchoring is not None:
+            self._anchoring.failed = False
 
     def _run(self, tup: Any) -> None:
         if not self.basic:
@@ -306,6 +346,7 @@ class CheckpointForwarder(_CheckpointBolt):
         try:
             self.delegate.execute(tup, bc)
         except FailedException:
+            self._failed_input = True
             self._out.fail(tup)
             return
         self._out.ack(tup)
@@ -347,16 +388,29 @@ class BasicCheckpointForwarder(BasicBolt):
             )
         self._inputs = CheckpointInputs(max(1, len(channels)))
         self._delegate_execute = self.delegate.execute
+        self.aligned = aligned_mode(conf)
+        self._failed_input = False
         self.delegate.prepare(conf, context)
 
     def execute(self, tup: Any, collector: Any) -> None:
         if tup.source_stream != CHECKPOINT_STREAM:
-            self._delegate_execute(tup, collector)
+            if not self.aligned:
+                self._delegate_execute(tup, collector)
+                return
+            try:
+                self._delegate_execute(tup, collector)
+            except BaseException:  # FailedException too: the input fails either way
+                self._failed_input = True  # the next PREPARE is refused (module docstring)
+                raise
             return
         txid, action = read_checkpoint(tup)
         inputs = self._inputs
         if inputs.arrive(action, txid) == HANDLE:
             inputs.handled(action, txid)
+            if self.aligned and action == PREPARE and self._failed_input:
+                raise FailedException(f"an input failed before PREPARE {txid}")
+            if action == INITSTATE:
+                self._failed_input = False
             collector.emit([txid, action], stream=CHECKPOINT_STREAM)
 
     def cleanup(self) -> None:

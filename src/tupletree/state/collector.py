@@ -39,13 +39,16 @@ def _refuse(component: str, stream: str, anchors: Any) -> None:
 
 
 class AnchoringCollector:
-    """A bolt's collector that refuses unanchored emits (see the module docstring)."""
+    """A bolt's collector that refuses unanchored emits (see the module docstring).
+    ``failed`` says that the bolt failed an input since it was last cleared (the
+    aligned mode refuses the next PREPARE then: bolts.py)."""
 
-    __slots__ = ("_component", "_out")
+    __slots__ = ("_component", "_out", "failed")
 
     def __init__(self, out: Any, component: str) -> None:
         self._out = out
         self._component = component
+        self.failed = False
 
     def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         if anchors is None or stream == CHECKPOINT_STREAM or not anchors:
@@ -63,6 +66,7 @@ class AnchoringCollector:
         self._out.ack(tup)
 
     def fail(self, tup: Any) -> None:
+        self.failed = True
         self._out.fail(tup)
 
     def reset_timeout(self, tup: Any) -> None:

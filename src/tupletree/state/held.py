@@ -21,8 +21,10 @@ Batches are opaque here (the collector's ``take_deferred``, ``release_deferred``
 PREPARE    before INITSTATE: refuse (fail the checkpoint tuple, so the checkpoint
            spout recovers); else ``pre_prepare``, prepare the state, acked -> prepared
 COMMIT     ``pre_commit``, commit the state, ack the prepared tuples (also before
-           INITSTATE: a recovery may commit what was prepared before a crash)
+           INITSTATE: a recovery may commit what was prepared before a crash; the
+           hook only after it, as below)
 ROLLBACK   ``pre_rollback``, roll the state back, fail prepared and acked tuples
+           (before INITSTATE: without the hook, which would run before init_state)
 INITSTATE  the first: ``init_state``, then run the pending tuples; later ones: nothing
 =========  ==================================================================
 
@@ -100,10 +102,16 @@ class CheckpointTuples:
             if not self.initialized:
                 return Plan(action, refuse=True)
             return Plan(action, hook="pre_prepare", state_op="prepare")
+        # Before the first INITSTATE (a task started again in the middle of a
+        # checkpoint) the state operation runs, the user's hook does not: the bolt's
+        # init_state has not run, and a hook that uses what it set up would raise, fail
+        # the step, and fail every retry of it too.
+        initialized = self.initialized
         if action == COMMIT:
-            return Plan(action, hook="pre_commit", state_op="commit")
+            return Plan(action, hook="pre_commit" if initialized else None, state_op="commit")
         if action == ROLLBACK:
-            return Plan(action, hook="pre_rollback", state_op="rollback")
+            hook = "pre_rollback" if initialized else None
+            return Plan(action, hook=hook, state_op="rollback")
         if action == INITSTATE:
             if not self.initialized:
                 return Plan(action, init=True)

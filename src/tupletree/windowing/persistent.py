@@ -26,7 +26,12 @@ Two kinds:
   downstream failure); ``get_new()`` and ``get_expired()`` are not offered, ``get()``
   loads the whole window. Session windows cannot be persistent here. A processing-time
   (duration, no timestamp field) window's timers are those of the worker's clock: after
-  a restart on another process they start over from the restored window.
+  a restart on another process they start over from the restored window. An
+  ``execute(window)`` that raises refuses the next checkpoint: the rollback brings the
+  window back as last committed and it fires again (its tuples count as processed once
+  saved, so committing past the failure would drop their effect).
+
+The aligned mode needs the window persistent (``check_config`` refuses a plain one).
 
 To the planner a StatefulWindowedBolt is a StatefulBolt (``_runtime_bolt`` returns one):
 the checkpoint spout, the forwarders and the StatefulBoltExecutor come with it.
@@ -36,11 +41,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tupletree.config import Config
+from tupletree.errors import InvalidConfigError
 from tupletree.state.kv import KeyValueState
 from tupletree.state.provider import open_state_store, state_namespace
 from tupletree.state.stateful_bolt import StatefulBolt
 from tupletree.windowing.bolt import WindowedBolt
-from tupletree.windowing.executor import WindowedBoltExecutor
+from tupletree.windowing.executor import WindowedBoltExecutor, WindowFailedError
 from tupletree.windowing.manager import Fired
 from tupletree.windowing.stored import PersistentTupleWindow, WindowTuples
 from tupletree.windowing.window import DetachedTuple
@@ -130,6 +137,18 @@ class StatefulWindowRunner(StatefulBolt):
 
     def check_config(self, conf: dict[str, Any], component: str) -> None:
         self.executor.check_config(conf, component)
+        key = Config.TOPOLOGY_STATE_CHECKPOINT_MODE
+        if conf.get(key) == "aligned" and not self.persistent:
+            # The window is in memory, outside the checkpoint: a checkpoint commits the
+            # spouts' positions past tuples still waiting in it, which a restart loses
+            # and a rewind sends into it a second time.
+            raise InvalidConfigError(
+                f"windowed bolt {component!r}: {key} 'aligned' needs its window "
+                "checkpointed with the state: call with_persistence() on it (or use the "
+                "'storm' mode)",
+                key=key,
+                value="aligned",
+            )
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self.initialized = False
@@ -149,6 +168,20 @@ class StatefulWindowRunner(StatefulBolt):
 
     def pre_prepare(self, txid: int) -> None:
         if self.persistent:
+            failed = self.executor.failed_since_commit
+            if failed:
+                # Its tuples count as processed once saved, and left the window: this
+                # checkpoint would commit them without their effect. Refused, it rolls
+                # back to the last one, whose window holds them, and fires them again.
+                tuples = self.executor.failed_tuples_since_commit
+                raise WindowFailedError(
+                    f"{failed} window(s) of {tuples} tuple(s) failed since the last "
+                    f"checkpoint: refusing checkpoint {txid} so the rollback brings "
+                    "their tuples back",
+                    self.executor._component,
+                    tuples,
+                    None,
+                )
             self.executor.save(txid)
         self.bolt.pre_prepare(txid)
 
@@ -187,6 +220,8 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
         self.tuples = WindowTuples(self.store, namespace + "-tuples", self.in_memory)
         self._empty = self.window_state()  # what a rollback to nothing comes back to
         self._committed_low: int | None = None
+        # Windows whose execute raised since the last rollback, and their tuples.
+        self.failed_since_commit = self.failed_tuples_since_commit = 0
 
     # -- the hooks of WindowedBoltExecutor --------------------------------------------------
 
@@ -206,11 +241,15 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
 
     def _window_failed(self, fired: Fired, exc: BaseException) -> None:
         # Its inputs are acked at the checkpoint as any others (they are in the saved
-        # window until it failed); the window's events leave it, and the error is told.
-        from tupletree.windowing.executor import WindowFailedError, _describe
+        # window until it failed); the window's events leave it, the error is told, and
+        # the next checkpoint is refused (StatefulWindowRunner.pre_prepare): its
+        # rollback brings the window back as last committed, and it fires again.
+        from tupletree.windowing.executor import _describe
 
         self._manager.remove(fired.seqs)
         self._failed_windows += 1
+        self.failed_since_commit += 1
+        self.failed_tuples_since_commit += len(fired.items)
         err = WindowFailedError(
             f"execute(window) raised {_describe(exc)}; the window's {len(fired.items)} "
             f"tuples left it (persistent window ending at {fired.end_ts} ms)",
@@ -258,6 +297,7 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
     def rollback(self) -> None:
         self.index.rollback()
         self.restore()
+        self.failed_since_commit = self.failed_tuples_since_commit = 0
 
     def restore(self) -> None:
         """The window as last committed (empty if never)."""
