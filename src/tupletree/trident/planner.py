@@ -192,6 +192,7 @@ def plan(topology: Any, *, allow_at_least_once: bool = False) -> tuple[Topology,
     nodes = _complete_drpc(topology, nodes)
     groups = _groups(nodes)
     _check_drpc_alone(nodes, groups)
+    _check_states_apart(nodes)
     verdicts = judge_all(nodes, groups)
     check(verdicts, allow_at_least_once)
     progress = (f"trident-progress-{uuid.uuid4().hex}", os.getpid())
@@ -440,6 +441,30 @@ def _complete_drpc(topology: Any, nodes: list[Node]) -> list[Node]:
         )
         out += [part, ret]
     return out
+
+
+def _check_states_apart(nodes: list[Node]) -> None:
+    """Two states that write to one place (one factory, or two whose ``location`` is the
+    same) would each take the other's txids and opaque batch record for its own: a
+    state reverting "what an earlier attempt of this txid wrote" undid the other's
+    counts. Refused, naming both."""
+    seen: dict[Any, Node] = {}
+    for n in nodes:
+        if not n.committer or n.factory is None:
+            continue
+        where = n.factory.location()
+        key = where if where is not None else ("factory", id(n.factory))
+        first = seen.setdefault(key, n)
+        if first is n or first.state_id == n.state_id:
+            continue
+        place = " ".join(map(str, where)) if where is not None else repr(n.factory)
+        raise InvalidTopologyError(
+            f"{first.label!r} and {n.label!r} both write their state to {place}: one "
+            "would take the other's transaction ids and batch records for its own (and "
+            "undo its writes); give each a factory of its own (another "
+            "MemoryMapState.Factory(), name=, table or key prefix)",
+            component=str(n.id),
+        )
 
 
 def _check_drpc_alone(nodes: list[Node], groups: dict[int, str]) -> None:

@@ -228,11 +228,34 @@ def test_a_failed_write_writes_nothing_and_the_replay_applies() -> None:
         db.fail_puts = 1
         with pytest.raises(WriteFailed):
             state.multi_update([("a",)], [plus(1)])
+            state.commit(1)  # a transactional map writes at its commit
         assert db.data == {}
         state.begin_commit(1)
         assert state.multi_update([("a",)], [plus(1)]) == [1]
         state.commit(1)
         assert state.multi_get([("a",)]) == [1]
+
+
+def test_a_transactional_batch_is_stored_whole_or_not_at_all() -> None:
+    """An updater that calls multi_update once per tuple, and fails part-way: nothing
+    reaches the backing map before the batch's commit, so the replay applies every
+    update once (written through, the first update was stored with the txid, and the
+    replay skipped it and every later one of the key as already applied)."""
+    db = DictBacking()
+    state = TransactionalMap.build(db)
+    state.begin_commit(1)
+    assert state.multi_update([("a",)], [plus(1)]) == [1]
+    assert state.multi_get([("a",)]) == [1]  # the batch reads its own writes
+    assert db.data == {}
+    state.begin_commit(1)  # the attempt failed before its commit; the replay:
+    for expected in (1, 2):
+        assert state.multi_update([("a",)], [plus(1)]) == [expected]
+    state.commit(1)
+    assert db.data == {("a",): TransactionalValue(1, 2)}
+    state.begin_commit(1)  # committed, but the coordinator did not hear: skipped whole
+    assert state.multi_update([("a",)], [plus(1)]) == [2]
+    state.commit(1)
+    assert db.data == {("a",): TransactionalValue(1, 2)}
 
 
 def test_cached_map_serves_from_memory_bounded_lru() -> None:
@@ -258,6 +281,7 @@ def test_cached_map_keeps_no_value_the_backing_refused() -> None:
     db.fail_puts = 1
     with pytest.raises(WriteFailed):
         state.multi_update([("a",)], [plus(1)])
+        state.commit(2)
     state.begin_commit(2)
     state.multi_update([("a",)], [plus(1)])
     state.commit(2)

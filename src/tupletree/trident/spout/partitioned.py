@@ -7,11 +7,16 @@ txid before the batch starts). Emitter, per task (its partitions:
 ``get_partitions_for_task``): if none of its partitions has metadata stored under the
 txid, it is a new batch: ``emit_batch_new`` from each partition's metadata of the
 txid before, and the returned metadata is stored under this txid (progress.py) before
-the batch can complete. Otherwise a replay: ``re_emit_partition_batch`` per partition
-from the stored metadata. A partition whose re-emit fails cannot be skipped (its batch
-would change): the batch fails, the spout is marked stuck at that partition
-(StuckBatchError), and every later attempt fails the same way until it can be read.
-On success of txid t, metadata below t is dropped (t's stays: t + 1 starts from it).
+the batch can complete; a partition it returned none for is stored as None (nothing
+emitted from it), and so is one for which a later txid was emitted new already (this
+txid failed before storing anything, and the later one read on from the metadata before
+it: Storm's rule, or those records would count twice). Otherwise a replay:
+``re_emit_partition_batch`` per partition from the stored metadata, none for a None.
+A partition whose re-emit fails cannot be skipped (its batch would change): the batch
+fails, the spout is marked stuck at that partition (StuckBatchError), and every later
+attempt fails the same way until it can be read.
+On success of txid t, metadata below t is dropped, but for the newest that is not None
+(t + 1 starts from it).
 """
 
 from __future__ import annotations
@@ -28,6 +33,20 @@ def as_stored(meta: Any, what: str) -> Any:
     """``meta`` as it reads back from the store (JSON: tuples become lists...), so the
     spout sees the same shape on a first emit and on a replay."""
     return loads_json(encode(meta, what))
+
+
+def newest_at_or_below(metas: dict[int, Any], txid: int) -> int | None:
+    """The newest txid at or below ``txid`` whose metadata is not None (None: a batch
+    that emitted nothing from the partition)."""
+    found = [t for t, meta in metas.items() if t <= txid and meta is not None]
+    return max(found) if found else None
+
+
+def last_meta(metas: dict[int, Any], txid: int) -> Any:
+    """The metadata a new batch ``txid`` reads on from: the newest before it that is
+    not None (None if there is none: from the partition's start)."""
+    t = newest_at_or_below(metas, txid - 1)
+    return None if t is None else metas[t]
 
 
 class PartitionedExecutor:
@@ -102,10 +121,21 @@ class _Emitter:
         if not any(txid in metas for metas in stored.values()):
             previous = {}
             for pid, p in table.by_id.items():
-                below = [t for t in stored[pid] if t < txid]
-                previous[p] = stored[pid][max(below)] if below else None
-            new = self.emitter.emit_batch_new(tx, collector, set(table.by_id.values()), previous)
-            metas = {}
+                metas = stored[pid]
+                if any(t > txid for t in metas):
+                    # A later txid was emitted new while this one had stored nothing
+                    # (it failed first): that one read on from the metadata before
+                    # this, so what this one would read is that one's batch. Empty
+                    # here, for good (Storm's rule), or those records count twice.
+                    continue
+                previous[p] = last_meta(metas, txid)
+            new = {}
+            if previous:
+                new = self.emitter.emit_batch_new(tx, collector, set(previous), previous)
+            # Every partition gets an entry (None: nothing emitted from it), so that a
+            # replay is known as one and emits the same: nothing where this emitted
+            # nothing, rather than a new batch of other records.
+            metas = dict.fromkeys(table.by_id)
             for p, meta in (new or {}).items():
                 pid = partition_id(p)
                 metas[pid] = as_stored(meta, f"spout {self.tx_id!r} partition {pid}")
@@ -113,6 +143,8 @@ class _Emitter:
             return
         for pid, p in table.by_id.items():
             meta = stored[pid].get(txid)
+            if meta is None:
+                continue  # nothing was emitted from this partition in this txid
             try:
                 self.emitter.re_emit_partition_batch(tx, collector, p, meta)
             except Exception as exc:
@@ -129,7 +161,12 @@ class _Emitter:
     def success(self, tx: Any) -> None:
         txid = tx.transaction_id
         stored = self.progress.partition_metas(self.tx_id, self.partitions.by_id)
-        old = [(pid, t) for pid, metas in stored.items() for t in metas if t < txid]
+        old = []
+        for pid, metas in stored.items():
+            # The newest metadata at or below txid stays: the next new batch reads on
+            # from it (txid's own may be None: nothing came from the partition then).
+            keep = newest_at_or_below(metas, txid)
+            old += [(pid, t) for t in metas if t < txid and t != keep]
         self.progress.drop_partition_metas(self.tx_id, old)
 
     def close(self) -> None:

@@ -82,6 +82,12 @@ class StateFactory(ABC):
         self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
     ) -> State: ...
 
+    def location(self) -> tuple[Any, ...] | None:
+        """Where this factory's states keep their values, as a comparable value (None:
+        unknown). Two states of one topology that write to the same place would take
+        each other's txids and batch records for their own: the planner refuses it."""
+        return None
+
 
 class MapState(State):
     """A state of keyed values (Storm's MapState; ReadOnlyMapState is ``multi_get``)."""

@@ -48,6 +48,11 @@ class BatchReads:
         out = [(written[k], True) if k in written else (fetched[k], False) for k in keys]
         return out, got[len(missing) :]
 
+    def remember(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
+        """Answer ``keys`` with ``vals`` from now on, without writing them (a map that
+        holds its writes until the batch commits)."""
+        self.written.update(zip(keys, vals, strict=True))
+
     def write(self, keys: Sequence[Key], vals: Sequence[Any], extra: dict[Key, Any]) -> None:
         """Put ``keys``/``vals`` and the ``extra`` entries (not cached) in one call;
         the cache learns them only once the backing took them."""

@@ -54,6 +54,9 @@ class MemoryMapState(SnapshottableMap):
         def __init__(self, name: str | None = None) -> None:
             self.id = name if name is not None else uuid.uuid4().hex
 
+        def location(self) -> tuple[Any, ...]:
+            return ("memory map", self.id)
+
         def make_state(
             self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
         ) -> State:

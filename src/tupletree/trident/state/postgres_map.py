@@ -167,6 +167,9 @@ class PostgresMapState(MapStateFactory):
         table_parts(table)
         self.dsn, self.table = dsn, table
 
+    def location(self) -> tuple[Any, ...]:
+        return ("PostgreSQL", describe_dsn(self.dsn), "table", self.table)
+
     def __repr__(self) -> str:
         where = describe_dsn(self.dsn)
         return f"PostgresMapState({self.table!r} at {where}, {self.state_type.value})"

@@ -18,6 +18,7 @@ one store need two names.
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from tupletree.store import open_store
@@ -46,6 +47,9 @@ class SqliteMapState(MapStateFactory):
         super().__init__(state_type, serializer=serializer, cache_size=cache_size)
         self.path, self.name = str(path), name
 
+    def location(self) -> tuple[Any, ...]:
+        return ("SQLite file", os.path.abspath(self.path), "name", self.name)
+
     def __repr__(self) -> str:
         return f"SqliteMapState({self.path!r}, name={self.name!r}, {self.state_type.value})"
 
@@ -71,6 +75,9 @@ class RedisMapState(MapStateFactory):
     ) -> None:
         super().__init__(state_type, serializer=serializer, cache_size=cache_size)
         self.url, self.key_prefix, self.name = url, key_prefix, name
+
+    def location(self) -> tuple[Any, ...]:
+        return ("Redis", self.url, "key prefix", self.key_prefix, "name", self.name)
 
     def __repr__(self) -> str:
         return f"RedisMapState(hash {self.key_prefix + self.name!r}, {self.state_type.value})"

@@ -11,8 +11,16 @@ A key repeated within one ``multi_update`` call sees the value its earlier occur
 produced (Storm's would compute both from the stored value and keep the last), so the
 updaters of one key compose in order.
 
+Within a batch the writes are held (answered from BatchReads) and put in one backing
+``multi_put`` at ``commit``: an attempt that fails part-way leaves nothing behind. The
+rule above needs that: a key stored with the txid must hold the *whole* batch's effect.
+Written through, an updater calling ``multi_update`` once per tuple left a key with part
+of it after a failure, and the replay then skipped the rest too (beyond Storm, whose
+TransactionalMap writes through and assumes one update per key per batch).
+
 I/O per ``multi_update``: at most one backing ``multi_get`` (keys not yet written this
-batch) and one ``multi_put`` (only the keys that changed). Storage: txid + one value.
+batch); per batch one ``multi_put`` at ``commit`` (only the keys that changed). Memory:
+the batch's changed keys until its commit. Storage: txid + one value.
 Storm leaves one case open and so does this: a stored txid *above* the batch's (a
 progress store reset) is overwritten as if older.
 """
@@ -41,6 +49,7 @@ class TransactionalMap(MapState):
     def __init__(self, backing: IBackingMap) -> None:
         self._reads = BatchReads(backing)
         self._tx: int | None = None
+        self._held: dict[Key, TransactionalValue] = {}  # this batch's writes
 
     @classmethod
     def build(cls, backing: IBackingMap) -> TransactionalMap:
@@ -49,10 +58,21 @@ class TransactionalMap(MapState):
     def begin_commit(self, txid: int | None) -> None:
         self._tx = txid
         self._reads.reset()
+        self._held = {}  # an attempt that failed before its commit: dropped
 
     def commit(self, txid: int | None) -> None:
+        held, self._held = self._held, {}
+        if held:
+            self._reads.write(list(held), list(held.values()), {})
         self._tx = None
         self._reads.reset()
+
+    def _write(self, changed: dict[Key, TransactionalValue]) -> None:
+        if self._tx is None:  # outside a batch: nothing to hold them for
+            self._reads.write(list(changed), list(changed.values()), {})
+            return
+        self._reads.remember(list(changed), list(changed.values()))
+        self._held.update(changed)
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         got, _ = self._reads.read(as_keys(keys))
@@ -76,11 +96,11 @@ class TransactionalMap(MapState):
             new = TransactionalValue(tx, updater(None if val is None else val.val))
             changed[key] = new
             out.append(new.val)
-        self._reads.write(list(changed), list(changed.values()), {})
+        self._write(changed)
         return out
 
     def multi_put(self, keys: Sequence[Sequence[Any]], vals: Sequence[Any]) -> None:
         ks = as_keys(keys)
         check_lengths("TransactionalMap.multi_put", ks, vals)
         latest = {k: TransactionalValue(self._tx, v) for k, v in zip(ks, vals, strict=True)}
-        self._reads.write(list(latest), list(latest.values()), {})
+        self._write(latest)
