@@ -19,6 +19,7 @@ from tests.connectors.support import ResetThenAck, until
 from tupletree import BasicBolt, FailedException, LocalCluster, TopologyBuilder
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 from tupletree.errors import InvalidConfigError
+from tupletree.topology.groupings import CustomStreamGrouping
 
 CONF = {"topology.message.timeout.secs": 5, "topology.max.spout.pending": 50}
 
@@ -364,3 +365,53 @@ def test_a_leased_spout_with_message_timeouts_off_is_refused_at_submit() -> None
     assert err.value.key == "topology.enable.message.timeouts"
     assert "'src'" in str(err.value) and "lease_secs" in str(err.value)
     assert cluster.topologies() == []
+
+
+class _RaisesOnceFor(CustomStreamGrouping):
+    """A user's grouping that raises the first time it sees ``bad`` (a transient bug)."""
+
+    raised = threading.Event()
+
+    def __init__(self, bad: str) -> None:
+        self.bad = bad
+
+    def choose_tasks(self, task_id: int, values: list[Any]) -> list[int]:
+        if values[0] == self.bad and not _RaisesOnceFor.raised.is_set():
+            _RaisesOnceFor.raised.set()
+            raise RuntimeError("grouping bug")
+        return [self.target_tasks[0]]
+
+
+class _Seen(BasicBolt):
+    outputs: list[str] = []
+    seen: list[str] = []
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        _Seen.seen.append(tup[0])
+
+
+@pytest.mark.parametrize("per_tree", [1, 3])
+def test_a_message_whose_emit_raises_is_failed_and_replayed(per_tree: int) -> None:
+    """The spout's emit raises (a custom grouping's bug, once) for message m2. With a
+    message a tree, it stayed held for good: never emitted, never acked, never
+    replayed, and a redelivery of it was skipped as held already. Now it fails, as a
+    tree of several already did: replayed, processed, acknowledged at the broker."""
+    _RaisesOnceFor.raised.clear()
+    _Seen.seen = []
+    name = uuid.uuid4().hex
+    BROKERS[name] = broker = FakeBroker([f"m{i}".encode() for i in range(6)])
+    spout = FakeSpout(
+        name, messages_per_tree=per_tree, retry=RetryPolicy(max_retries=3, initial_delay_secs=0.01)
+    )
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("work", _Seen()).custom_grouping("src", _RaisesOnceFor("m2"))
+    conf = {**CONF, "topology.max.spout.pending": 4}
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", conf, b.create_topology())
+        assert until(_RaisesOnceFor.raised.is_set)
+        done = until(lambda: not broker.ready and not broker.unacked, secs=10)
+        counts = connector_totals(cluster.metrics("t")["src"])
+        assert done, f"unacked at the broker: {sorted(broker.unacked.values())}; {counts}"
+        assert "m2" in _Seen.seen
+        assert counts["held"] == 0

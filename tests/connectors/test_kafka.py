@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,7 @@ from tupletree import BasicBolt, Bolt, LocalCluster
 from tupletree.connectors import ConnectorError, RetryPolicy, connector_totals
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+import tupletree.connectors.kafka.spout as _kafka_spout  # noqa: E402
 from tupletree.connectors.kafka import KafkaSink, KafkaSpout  # noqa: E402
 from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker  # noqa: E402
 
@@ -511,3 +513,81 @@ def test_a_refused_dead_letter_write_holds_the_commit_back(broker: LocalKafkaBro
         assert until(lambda: connector_totals(cluster.metrics("k")["source"])["received"] >= 3)
         offsets = committed(broker, src, "dead-refused", 1)
     assert offsets[0] in (-1001, 0), f"committed past the poison: {offsets}"
+
+
+_HOLD = threading.Event()  # set: the bolt holds "m1" (does not ack it)
+_HELD = threading.Event()  # the bolt holds "m1" now
+
+
+class _HoldsM1(Bolt):
+    """Acks every input at once, except the first "m1": it is held until _HOLD is
+    cleared, then acked (on a tick)."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: Any = None
+        self.done = False
+
+    def execute(self, tup: Any) -> None:
+        if not tup.is_tick():
+            if tup[0] == "m1" and not self.done and self.held is None:
+                self.held = tup
+                _HELD.set()
+                return
+            self.collector.ack(tup)
+        else:
+            self.collector.ack(tup)
+        if self.held is not None and not _HOLD.is_set():
+            self.collector.ack(self.held)
+            self.held = None
+            self.done = True
+
+
+def test_a_record_in_flight_across_a_reconnect_does_not_block_the_commit_for_good(
+    broker: Any, monkeypatch: Any
+) -> None:
+    """Record m1's tree is in flight when the spout's session is replaced (here one
+    fetch raises, as a failed commit or a fatal client error does). The new consumer
+    reads again from the committed offset (1), so it delivers m1 again, with the same
+    key (partition, offset). The spout now emits that new delivery (and m1's old tree,
+    completing, settles it), so the committed offset reaches the end of the
+    partition. The spout dropped the new delivery because the old, stale one was still
+    held under the same key; the old tree's ack was then dropped as stale, and offset 1
+    stayed open in the new session for good: the commit never passed it (and the
+    partition paused once max_uncommitted_offsets records followed)."""
+    _HOLD.set()
+    _HELD.clear()
+    src = topic(broker)
+    ends = produce(broker, src, [f"m{i}".encode() for i in range(10)])
+    group = "recon-" + uuid.uuid4().hex[:6]
+    spout = KafkaSpout(src, group, broker.bootstrap_servers, commit_period_secs=0.2)
+    raise_once = threading.Event()
+    real_fetch = _kafka_spout._Session.fetch
+
+    def fetch(self: Any, max_messages: int, timeout: float) -> Any:
+        if raise_once.is_set():
+            raise_once.clear()
+            raise ConnectionError("simulated: the session's connection failed")
+        return real_fetch(self, max_messages, timeout)
+
+    monkeypatch.setattr(_kafka_spout._Session, "fetch", fetch)
+    conf = {**CONF, "topology.tick.tuple.freq.secs": 1}
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", conf, pipeline(spout, None, bolt=_HoldsM1()))
+
+        def totals() -> dict:
+            return connector_totals(cluster.metrics("k")["source"])
+
+        assert until(lambda: _HELD.is_set() and totals()["acked"] >= 9)
+        assert until(lambda: committed(broker, src, group, 1)[0] == 1)
+        raise_once.set()
+        assert until(lambda: totals()["reconnects"] >= 1 or not raise_once.is_set())
+        assert until(lambda: totals()["received"] >= 10 and totals()["buffered"] == 0)
+        _HOLD.clear()  # m1's (old) tree completes now
+        reached = until(lambda: committed(broker, src, group, 1) == ends, 15)
+        final = committed(broker, src, group, 1)
+        counts = totals()
+        cluster.kill_topology("k")
+    assert reached, f"committed {final}, end {ends}; spout counts {counts}"

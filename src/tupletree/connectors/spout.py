@@ -381,8 +381,13 @@ class BrokerSpout(Connector, Spout):
         if not self._valid(d):
             self.counts["stale"] += 1
             return True
-        if d.key in self._held:
+        held = self._held.get(d.key)
+        if held is not None and self._valid(held):
             return True  # the broker gave us again what we hold (a claim of our own entry)
+        # A held one that is no longer valid was taken back by a reconnect whose broker
+        # keys deliveries without an epoch (Kafka's (partition, offset)): this one
+        # replaces it, or the new session would wait for its settle for good. Should
+        # the old tree still settle, it settles this one (the message went through it).
         if not (self.broker_redelivers and d.redelivered):
             # (A broker's own replay of a failed message is counted as redelivered.)
             self.counts["received"] += 1
@@ -419,8 +424,16 @@ class BrokerSpout(Connector, Spout):
         gathering = self._gathering
         if gathering is not None:
             gathering.append((values, d))
-        else:
+            return
+        try:
             self.collector.emit(values, msg_id=d.key if self.tracked else None)
+        except BaseException:
+            # Nothing of it went out (a user's grouping raised, say): it fails, and is
+            # replayed or dead-lettered by its count, as a tree of several does
+            # (_emit_tree). Held, it waited for a settle that never came.
+            if self.tracked:
+                self._fail_message(d.key)
+            raise
 
     def _keys(self, msg_id: Any, done: bool) -> Any:
         """The keys of the messages a msg id stands for: a tree's (``done``: the tree
