@@ -17,6 +17,7 @@ from tupletree.drpc import (
     LocalDRPC,
     ReturnResults,
 )
+from tupletree.topology.groupings import CustomStreamGrouping
 
 from .support import (
     BasicPartialCount,
@@ -239,3 +240,31 @@ def test_concurrent_requests_several_functions(cluster, drpc):
         results = list(pool.map(lambda c: drpc.execute(c[0], c[1]), calls))
     assert results == [expected for _, _, expected in calls]
     assert drpc.pending_requests() == 0
+
+
+class _RaisesOn(CustomStreamGrouping):
+    """A user's grouping that cannot route the request "bad"."""
+
+    def choose_tasks(self, task_id: int, values: list[object]) -> list[int]:
+        if values[0] == "bad":
+            raise ValueError("cannot route 'bad'")
+        return [self.target_tasks[0]]
+
+
+def test_a_request_the_spout_cannot_emit_fails_at_once(cluster) -> None:
+    """The DRPC spout took the request, then its emit raised (a custom grouping that
+    cannot route it): the caller waited for the request's timeout. Now it gets the
+    failure at once, and the next request is answered."""
+    conf = {Config.DRPC_REQUEST_TIMEOUT_SECS: 10}
+    with LocalDRPC(conf) as drpc:
+        b = TopologyBuilder()
+        b.set_spout("1", DRPCSpout("test", drpc))
+        b.set_bolt("2", ExclamationBolt()).custom_grouping("1", _RaisesOn())
+        b.set_bolt("3", ReturnResults()).global_grouping("2")
+        cluster.submit_topology("routes", {}, b.create_topology())
+        with pytest.raises(DRPCExecutionError) as info:
+            drpc.execute("test", "bad")
+        assert not isinstance(info.value, DRPCTimeoutError)
+        assert drpc.execute("test", "good") == "good!!!"
+        assert drpc.pending_requests() == 0
+        assert any("cannot route 'bad'" in e for e in cluster.errors("routes"))

@@ -93,10 +93,8 @@ class DRPCSpout(Spout):
             got = self._book.fetch(self.function, 1, 0.0)
             if got:
                 request_id, args = got[0]
-                self._collector.emit(
-                    [args, local_return_info(self.local_key, request_id)],  # type: ignore[arg-type]
-                    msg_id=request_id,
-                )
+                info = local_return_info(self.local_key, request_id)  # type: ignore[arg-type]
+                self._emit_or_fail([args, info], request_id)
             return
         if remote.unreachable:
             self._report_unreachable(remote)
@@ -104,10 +102,19 @@ class DRPCSpout(Spout):
             host, port, request_id, args = remote.ready.popleft()
         except IndexError:
             return
-        self._collector.emit(
-            [args, remote_return_info(host, port, request_id)],
-            msg_id=(host, port, request_id),
+        self._emit_or_fail(
+            [args, remote_return_info(host, port, request_id)], (host, port, request_id)
         )
+
+    def _emit_or_fail(self, values: list[Any], msg_id: Any) -> None:
+        """Emit a request taken from its server; when the emit raises (a user's
+        grouping, say), fail it at once: its caller hears of it now, not at the
+        request's timeout (10 minutes by default)."""
+        try:
+            self._collector.emit(values, msg_id=msg_id)
+        except BaseException:
+            self.fail(msg_id)
+            raise
 
     def _report_unreachable(self, remote: _RemoteSource) -> None:
         """Report each server a fetcher lost (once per streak of failures) through the
