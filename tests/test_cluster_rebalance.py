@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tupletree import BasicBolt, Config, LocalCluster, Spout, TopologyBuilder
+from tupletree import BasicBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 from tupletree.cluster import plan_rebalance
 from tupletree.config import validate
 from tupletree.errors import InvalidConfigError, InvalidTopologyError
@@ -213,3 +214,145 @@ def test_the_docs_page_example_runs():
         exec(compile(block, str(page), "exec"), module.__dict__)
     finally:
         del sys.modules[module.__name__]
+
+
+class _Hold(Bolt):
+    """Never acks: the trees stay pending until they time out."""
+
+    outputs: list[str] = []
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+
+def _held_topology(tracker: AckFailTracker | None = None) -> tuple[Any, FeederSpout]:
+    feeder = FeederSpout(["x"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("hold", _Hold(), parallelism=1, tasks=2).shuffle_grouping("feed")
+    return b.create_topology(), feeder
+
+
+def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace():
+    """docs/rebalance.md: "killing it waits for the rebalance". A kill of a topology
+    whose rebalance (block=False) waits for its trees in flight returned while the
+    rebalance still ran: a topology submitted again under the name was refused
+    activate (REBALANCING), then laid out and activated by the killed one's rebalance.
+    Now the kill returns once the rebalance ended with the worker."""
+    conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
+    with LocalCluster() as cluster:
+        topo, feeder = _held_topology()
+        cluster.submit_topology("t", conf, topo)
+        feeder.feed(["a"], msg_id=1)
+        assert until(lambda: cluster.metrics("t")["hold"]["executed"] == 1)
+        cluster.rebalance("t", wait_secs=3, workers=5, parallelism={"hold": 2}, block=False)
+        assert cluster.rebalancing("t")
+        cluster.kill_topology("t")
+        # Killed: the rebalance should be over (waited for) or gone with the topology.
+        assert not cluster.rebalancing("t"), "kill returned while the rebalance still runs"
+        topo2, _ = _held_topology()
+        cluster.submit_topology("t", conf, topo2, inactive=True)
+        cluster.activate("t")
+        cluster.deactivate("t")
+        time.sleep(4)  # the killed topology's rebalance thread ends its wait
+        info = cluster.topology_info("t")
+        assert info["executors"]["hold"] == 1, info["executors"]
+        assert info["conf"][Config.TOPOLOGY_WORKERS] == 1
+        assert info["active"] is False, "the old rebalance re-activated the new topology"
+
+
+def test_kill_during_a_rebalance_then_resubmit_is_not_touched_by_the_old_rebalance():
+    """The same, seen without an activate: the topology submitted inactive after the
+    kill keeps its own layout and stays inactive."""
+    conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
+    with LocalCluster() as cluster:
+        topo, feeder = _held_topology()
+        cluster.submit_topology("t", conf, topo)
+        feeder.feed(["a"], msg_id=1)
+        assert until(lambda: cluster.metrics("t")["hold"]["executed"] == 1)
+        cluster.rebalance("t", wait_secs=2, workers=5, parallelism={"hold": 2}, block=False)
+        cluster.kill_topology("t")
+        topo2, _ = _held_topology()
+        cluster.submit_topology("t", conf, topo2, inactive=True)
+        assert until(lambda: not cluster.rebalancing("t"), 10)
+        info = cluster.topology_info("t")
+        assert info["active"] is False, "the killed topology's rebalance activated the new one"
+        assert (info["executors"]["hold"], info["conf"][Config.TOPOLOGY_WORKERS]) == (1, 1), (
+            info["executors"],
+            info["conf"][Config.TOPOLOGY_WORKERS],
+        )
+
+
+class _PausingCluster(LocalCluster):
+    """Pauses a steering call right after its REBALANCING check (as a preempted thread
+    would), until the test lets it go on."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.checked = threading.Event()
+        self.go_on = threading.Event()
+        self.pause = False
+
+    def _set_active(self, name: str, active: bool) -> None:
+        if self.pause:  # inside the deactivate, after its check
+            self.pause = False
+            self.checked.set()
+            self.go_on.wait(10)
+        super()._set_active(name, active)
+
+
+def test_a_deactivate_racing_a_rebalance_is_neither_refused_nor_lost():
+    """A deactivate that passed the REBALANCING check just before a rebalance began
+    returned normally, and the rebalance, which had read the topology as active, put
+    that back when it ended: the deactivate was lost. The check and the set are now
+    one step under the rebalance's lock: the rebalance waits for the deactivate, and
+    leaves the topology inactive."""
+    from tupletree.errors import TopologyRebalancingError
+
+    conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
+    with _PausingCluster() as cluster:
+        topo, feeder = _held_topology()
+        cluster.submit_topology("t", conf, topo)
+        feeder.feed(["a"], msg_id=1)  # a pending tree: the rebalance waits its wait_secs
+        assert until(lambda: cluster.metrics("t")["hold"]["executed"] == 1)
+        outcome: list[Any] = []
+
+        def user() -> None:
+            try:
+                cluster.deactivate("t")
+                outcome.append("ok")
+            except TopologyRebalancingError as exc:
+                outcome.append(exc)
+
+        cluster.pause = True
+        thread = threading.Thread(target=user)
+        thread.start()
+        assert cluster.checked.wait(10)
+        rebalance = threading.Thread(
+            target=lambda: cluster.rebalance("t", wait_secs=1, block=False)
+        )
+        rebalance.start()
+        time.sleep(0.2)  # a rebalance now would have read "active" and deactivated
+        cluster.go_on.set()
+        rebalance.join(10)
+        thread.join(10)
+        assert until(lambda: not cluster.rebalancing("t"), 10)
+        assert outcome == ["ok"]
+        assert cluster.topology_info("t")["active"] is False, (
+            "deactivate returned normally but the rebalance re-activated the topology"
+        )
+
+
+def test_rebalance_refuses_a_worker_count_that_submit_refuses(sim_cluster):
+    """A submit refuses topology.workers = 10**7 (config.py bounds it to 1..4096); a
+    rebalance to it went through, and topology_info's conf then held a value validate()
+    refuses. Now it is refused the same way, before anything changes."""
+    topo, _ = _held_topology()
+    with pytest.raises(InvalidConfigError):
+        sim_cluster.submit_topology("big", {Config.TOPOLOGY_WORKERS: 10**7}, topo)
+    topo, _ = _held_topology()
+    sim_cluster.submit_topology("t", {}, topo)
+    with pytest.raises(InvalidConfigError, match=r"'topology.workers' must be from 1 to 4096"):
+        sim_cluster.rebalance("t", wait_secs=0, workers=10**7)
+    validate(sim_cluster.topology_info("t")["conf"])
+    assert not sim_cluster.rebalancing("t")

@@ -18,10 +18,12 @@ found again), which bounds its executors: asking for more is refused with the nu
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
@@ -201,6 +203,8 @@ def plan_rebalance(
             key=Config.TOPOLOGY_WORKERS,
             value=workers,
         )
+    else:
+        validate({**conf, Config.TOPOLOGY_WORKERS: workers})  # submit's bounds too
     plan = dict(executors)
     for cid, n in (parallelism or {}).items():
         spec = topology.components.get(cid)
@@ -381,6 +385,29 @@ class ClusterBase:
                 f"topology {name!r} is rebalancing: it is activated again, if it was "
                 "active, when the rebalance ends",
             )
+
+    @contextlib.contextmanager
+    def _steering(self, name: str) -> Iterator[None]:
+        """``_steerable``'s check held until the status is set: a rebalance that began
+        between the two read the status before the set and put it back when it ended,
+        so a deactivate that returned normally was undone."""
+        with self._rebalancing_lock:
+            if name in self._rebalancing:
+                raise TopologyRebalancingError(
+                    name,
+                    f"topology {name!r} is rebalancing: it is activated again, if it was "
+                    "active, when the rebalance ends",
+                )
+            yield
+
+    def _wait_rebalanced(self, name: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` for a rebalance of ``name`` to end (True if none runs)."""
+        deadline = time.monotonic() + timeout
+        while self.rebalancing(name):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     def _stop_drpc(self) -> None:
         if self._drpc is not None:

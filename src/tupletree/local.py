@@ -101,6 +101,8 @@ class _Runner:
                 self.cond.notify_all()
         finally:
             worker.shutdown()
+            with self.cond:  # a wait_until on this worker ends now, not at its timeout
+                self.cond.notify_all()
 
     def call(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the worker's thread, soon."""
@@ -229,12 +231,12 @@ class LocalCluster(ClusterBase):
             runner.call(lambda: fn(worker))
 
     def activate(self, name: str) -> None:
-        self._steerable(name)
-        self._set_active(name, True)
+        with self._steering(name):
+            self._set_active(name, True)
 
     def deactivate(self, name: str) -> None:
-        self._steerable(name)
-        self._set_active(name, False)
+        with self._steering(name):
+            self._set_active(name, False)
 
     def _set_active(self, name: str, active: bool) -> None:
         self._worker(name)
@@ -265,6 +267,8 @@ class LocalCluster(ClusterBase):
                     lambda: not worker.active and not any(len(s.pending) for s in worker.spouts),
                     plan.wait_secs,
                 )
+            if self._workers.get(name) is not worker or worker.stopping:
+                return  # killed meanwhile (kill_topology waits for this to return)
             self._executors[name] = plan.executors
             self._requested_workers[name] = plan.workers
             if was_active:
@@ -294,6 +298,11 @@ class LocalCluster(ClusterBase):
                     wait,
                     worker.busy_task(),
                 )
+            # A rebalance of it ends as its worker stops: wait for that before the name
+            # is free, or it could lay out (and activate) a topology submitted again
+            # under the name.
+            if not self._wait_rebalanced(name, max(wait, 1.0)):
+                log.warning("topology %r: its rebalance did not end with it", name)
         self._forget(name, worker)
 
     def _forget(self, name: str, worker: Worker | None = None) -> None:

@@ -510,6 +510,25 @@ def test_deactivate_answered_is_deactivate_seen(live):
         assert get(f"{url}{API}/wc")["status"] == status
 
 
+def test_a_kill_with_a_wait_during_a_rebalance_is_taken(live):
+    """POST kill/<wait> of a topology that rebalances: docs/rebalance.md says a kill
+    waits for the rebalance, but the service began with a deactivate, which a
+    rebalance refuses: 409. Now it is taken (200), and the topology is gone once the
+    rebalance and the wait are over. A rebalance to more workers than submit takes is
+    refused there too (400)."""
+    live.submit_topology("held", CONF, never_acked(5))  # its trees stay pending
+    url = live.ui_url
+    status, body = call(
+        "POST", f"{url}{API}/held/rebalance/0", body={"rebalanceOptions": {"numWorkers": 10**7}}
+    )
+    assert status == 400 and "'topology.workers' must be from 1 to 4096" in body["errorMessage"]
+    status, _ = call("POST", f"{url}{API}/held/rebalance/3", body={"rebalanceOptions": {}})
+    assert status == 200 and live.rebalancing("held")
+    status, body = call("POST", f"{url}{API}/held/kill/1")
+    assert status == 200, body
+    eventually(lambda: "held" not in live.topologies(), what="the kill")
+
+
 def test_rebalance_through_rest_and_the_cli_shows_the_new_layout(live, capsys):
     """Storm UI's POST rebalance/<wait_secs> with rebalanceOptions: checked at once (400
     naming the problem), REBALANCING while the trees in flight get their wait (409 for

@@ -219,6 +219,8 @@ class SparkCluster(ClusterBase):
 
         def run() -> None:
             with running.lock:
+                if self._running.get(name) is not running:
+                    return  # killed before this thread took the lock: nothing to lay out
                 was_active = launcher.read(lambda s: s.active)
                 launcher.set_active(False)
                 since = time.monotonic()

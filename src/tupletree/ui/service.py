@@ -22,6 +22,7 @@ who can reach it may read and steer the cluster (docs/security.md).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import threading
@@ -31,6 +32,7 @@ from typing import Any
 
 from tupletree.cluster import Cluster
 from tupletree.connection_table import check_count, check_timeout
+from tupletree.errors import TopologyRebalancingError
 from tupletree.http_guard import HostPolicy, check_token
 from tupletree.log_limit import ErrorLogLimiter
 from tupletree.ui.graph import topology_graph
@@ -207,7 +209,10 @@ class UIService:
             self._kills = [t for t in self._kills if t.is_alive()]
             if len(self._kills) >= MAX_PENDING_KILLS:
                 raise RuntimeError(f"{len(self._kills)} kills are already waiting")
-        self.cluster.deactivate(name)
+        # During a rebalance the topology is deactivated already; the kill below
+        # waits for the rebalance's end (both clusters' kill_topology do).
+        with contextlib.suppress(TopologyRebalancingError):
+            self.cluster.deactivate(name)
         asked_at = time.monotonic()
 
         def kill() -> None:
