@@ -278,3 +278,17 @@ class ApplyWindow(StatefulWindowedBolt):
         for msg in msgs:
             key = ("applied", msg)
             self.state.put(key, self.state.get(key, 0) + 1)
+
+
+class RaisesOnceSplit(SplitWords):
+    """SplitWords that raises once for each message in ``bad``, before emitting."""
+
+    def __init__(self, bad: Any, raised: SharedList) -> None:
+        self.bad, self.raised = set(bad), raised
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        msg = tup[1]
+        if msg in self.bad and msg not in self.raised.items():
+            self.raised.append(msg)
+            raise RuntimeError(f"transient failure splitting message {msg}")
+        super().execute(tup, collector)

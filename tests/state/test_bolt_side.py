@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tupletree.config import validate
-from tupletree.errors import EmitError
+from tupletree.errors import EmitError, FailedException
 from tupletree.state.bolts import (
     BasicCheckpointForwarder,
     CheckpointForwarder,
@@ -341,3 +341,80 @@ def test_basic_forwarder_forwards_each_step_once():
     fw.execute(checkpoint(2, COMMIT, 5), out)
     fw.execute(FakeTuple(["b"], source_task=5), out)
     assert out.on(CHECKPOINT_STREAM) == [[2, COMMIT]] and out.on("default") == [["b"]]
+
+
+class Breaks(Bolt):
+    """Raises on the input "bad", fails "no" itself, echoes the rest."""
+
+    outputs = ["x"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        if tup.values == ["bad"]:
+            raise RuntimeError("bad input")
+        if tup.values == ["no"]:
+            self.collector.fail(tup)
+            return
+        self.collector.emit(tup.values, anchors=tup)
+        self.collector.ack(tup)
+
+
+class BreaksBasic(BasicBolt):
+    outputs = ["x"]
+
+    def execute(self, tup, collector):
+        if tup.values == ["bad"]:
+            raise RuntimeError("bad input")
+        collector.emit(tup.values)
+
+
+ALIGNED = {"topology.state.checkpoint.mode": "aligned"}
+
+
+@pytest.mark.parametrize("failure", ["bad", "no"])
+def test_aligned_a_forwarder_that_failed_an_input_refuses_the_next_prepare(failure):
+    """In the aligned mode, a bolt that failed an input (raised, or failed it) fails
+    the next PREPARE instead of forwarding it: the input came before its barrier, and
+    the checkpoint would commit the spouts' positions past it. INITSTATE (the
+    recovery's rewind) clears that; a PREPARE after it goes on."""
+    fw = CheckpointForwarder(Breaks(), storm_sources=["up"], aligned_sources=["up"])
+    out = FakeCollector()
+    fw.prepare(validate(ALIGNED), FakeContext("fw", 1, {"fw": [1], "up": [5]}), out)
+    tup = FakeTuple([failure], source_task=5)
+    if failure == "bad":
+        with pytest.raises(RuntimeError):  # the runtime fails it and reports the error
+            fw.execute(tup)
+    else:
+        fw.execute(tup)
+        assert out.failed == [tup]
+    prepare = checkpoint(3, PREPARE, 5)
+    fw.execute(prepare)
+    assert out.on(CHECKPOINT_STREAM) == [] and prepare in out.failed
+    fw.execute(checkpoint(2, INITSTATE, 5))
+    fw.execute(checkpoint(3, PREPARE, 5))
+    assert out.on(CHECKPOINT_STREAM) == [[2, INITSTATE], [3, PREPARE]]
+
+
+def test_aligned_a_basic_forwarder_that_failed_an_input_refuses_the_next_prepare():
+    fw = BasicCheckpointForwarder(BreaksBasic(), storm_sources=["up"], aligned_sources=["up"])
+    fw.prepare(validate(ALIGNED), FakeContext("fw", 1, {"fw": [1], "up": [5]}))
+    out = FakeBasicCollector()
+    with pytest.raises(RuntimeError):
+        fw.execute(FakeTuple(["bad"], source_task=5), out)
+    with pytest.raises(FailedException, match="an input failed before PREPARE 3"):
+        fw.execute(checkpoint(3, PREPARE, 5), out)
+    fw.execute(checkpoint(2, INITSTATE, 5), out)
+    fw.execute(checkpoint(3, PREPARE, 5), out)
+    assert out.on(CHECKPOINT_STREAM) == [[2, INITSTATE], [3, PREPARE]]
+
+
+def test_aligned_a_stateful_bolt_that_failed_an_input_refuses_the_next_prepare():
+    ex, out = executor(RecordingBolt(), **ALIGNED)
+    ex.execute(checkpoint(-1, INITSTATE, 20))
+    bad = FakeTuple(["a"], source_task=20)
+    ex.collector.fail(bad)  # the bolt fails an input itself
+    prepare = checkpoint(0, PREPARE, 20)
+    ex.execute(prepare)
+    assert prepare in out.failed and ex.state.calls == []

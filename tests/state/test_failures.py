@@ -19,7 +19,9 @@ from .components import (
     ApplyWindow,
     BufferedWordCount,
     RaisesOnceCount,
+    RaisesOnceSplit,
     SplitWords,
+    StatefulWordCount,
     StoreQueue,
     acked,
     committed,
@@ -37,7 +39,7 @@ def _run_until_acked(cluster: Any, store: Any, n: int, limit: int = 120) -> None
     cluster.advance_time(3)
 
 
-@pytest.mark.parametrize("when", ["before-put", "after-put", "fail-call"])
+@pytest.mark.parametrize("when", ["before-put", "after-put", "fail-call", "in-split"])
 def test_an_input_failed_in_a_stateful_bolt_is_rewound_not_skipped(
     provider: Provider, when: str
 ) -> None:
@@ -46,13 +48,19 @@ def test_an_input_failed_in_a_stateful_bolt_is_rewound_not_skipped(
     fail reached it through the ackers; that checkpoint committed the spout's position
     past the input, and the input was never applied. Now the bolt itself refuses the
     PREPARE that follows the failure, in band; the recovery rewinds, and every input is
-    applied exactly once."""
+    applied exactly once. ("in-split": the plain BasicBolt before it, with one upstream
+    task, raises instead; it refuses the PREPARE the same way.)"""
     n, bad = 60, set(range(5, 60, 7))
     raised = SharedList("raised")
     b = TopologyBuilder()
     b.set_spout("source", StoreQueue(n))
-    b.set_bolt("split", SplitWords()).shuffle_grouping("source")
-    b.set_bolt("count", RaisesOnceCount(bad, raised, when), 2).fields_grouping("split", ["word"])
+    if when == "in-split":
+        b.set_bolt("split", RaisesOnceSplit(bad, raised)).shuffle_grouping("source")
+        count: Any = StatefulWordCount()
+    else:
+        b.set_bolt("split", SplitWords()).shuffle_grouping("source")
+        count = RaisesOnceCount(bad, raised, when)
+    b.set_bolt("count", count, 2).fields_grouping("split", ["word"])
     conf = {
         **provider.conf,
         Config.TOPOLOGY_MAX_SPOUT_PENDING: 10,

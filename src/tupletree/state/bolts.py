@@ -150,8 +150,8 @@ class _CheckpointBolt(Bolt):
                 out.fail(tup)
                 return
             if verdict == HANDLE and action == PREPARE and self._input_failed():
-                # An input of this checkpoint failed here (module docstring).
-                inputs.handled(action, txid)
+                # An input of this checkpoint failed here (module docstring): as a step
+                # _handle refuses, failed, not recorded as handled.
                 out.fail(tup)
                 self._run_each(inputs.release())
                 return
@@ -406,9 +406,9 @@ class BasicCheckpointForwarder(BasicBolt):
         txid, action = read_checkpoint(tup)
         inputs = self._inputs
         if inputs.arrive(action, txid) == HANDLE:
-            inputs.handled(action, txid)
             if self.aligned and action == PREPARE and self._failed_input:
                 raise FailedException(f"an input failed before PREPARE {txid}")
+            inputs.handled(action, txid)
             if action == INITSTATE:
                 self._failed_input = False
             collector.emit([txid, action], stream=CHECKPOINT_STREAM)
