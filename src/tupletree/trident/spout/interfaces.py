@@ -31,10 +31,11 @@ Lifecycles (who calls what, where):
   ``re_emit_partition_batch(tx, collector, partition, meta)``; ``close``).
   A partition is anything hashable; its id is ``get_id()`` if it has one, else
   ``str(partition)``. Metadata must be plain JSON data (it is stored as JSON). A
-  partition ``emit_batch_new`` returns no metadata for must have emitted nothing: a
-  replay of the txid emits nothing from it, and the next new batch reads on from its
-  last metadata. ``last_partition_meta`` holds only the partitions to read now: one
-  that a later txid already read on from is left out (partitioned.py says why).
+  partition ``emit_batch_new`` returns no metadata for (or None) must have emitted
+  nothing: a replay of the txid emits nothing from it, and the next new batch reads on
+  from its last metadata. ``last_partition_meta`` holds only the partitions to read
+  now: one that a later txid already read on from is left out (partitioned.py says
+  why).
 
 An exception from a spout's method fails the batch (replayed later); from
 ``re_emit_partition_batch`` it also marks the spout stuck at that partition (the web
