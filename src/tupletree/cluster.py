@@ -231,6 +231,14 @@ def plan_rebalance(
     return RebalancePlan(workers, plan, float(wait_secs))
 
 
+def _rebalancing_refusal(name: str) -> TopologyRebalancingError:
+    return TopologyRebalancingError(
+        name,
+        f"topology {name!r} is rebalancing: it is activated again, if it was active, when "
+        "the rebalance ends",
+    )
+
+
 class ClusterBase:
     simulate_time = False  # LocalCluster(simulate_time=True) sets it
 
@@ -380,11 +388,7 @@ class ClusterBase:
         """Refuse to activate or deactivate a topology that rebalances: the rebalance
         puts back the status it found when it ends."""
         if self.rebalancing(name):
-            raise TopologyRebalancingError(
-                name,
-                f"topology {name!r} is rebalancing: it is activated again, if it was "
-                "active, when the rebalance ends",
-            )
+            raise _rebalancing_refusal(name)
 
     @contextlib.contextmanager
     def _steering(self, name: str) -> Iterator[None]:
@@ -393,11 +397,7 @@ class ClusterBase:
         so a deactivate that returned normally was undone."""
         with self._rebalancing_lock:
             if name in self._rebalancing:
-                raise TopologyRebalancingError(
-                    name,
-                    f"topology {name!r} is rebalancing: it is activated again, if it was "
-                    "active, when the rebalance ends",
-                )
+                raise _rebalancing_refusal(name)
             yield
 
     def _wait_rebalanced(self, name: str, timeout: float) -> bool:
