@@ -10,7 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,15 +165,21 @@ def test_ctrl_c_and_sigterm_end_a_run_with_the_summary(
         assert (tmp_path / "marks" / "closed").exists()
 
 
-def test_a_run_killed_from_the_web_view_ends_with_the_summary(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`tupletree kill` (the web view's kill) of the topology a `tupletree run` watches:
-    the run ends with a line saying so and the summary, not a traceback."""
+def _run_steered(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    source: str,
+    steer: Callable[[Any], None],
+) -> Path:
+    """``tupletree run --local`` of ``source`` (saved as NAME.py, MARKS its marks
+    folder) with its web view on a free port, while another thread, once the topology
+    is listed there, calls ``steer(client)``. Asserts the run exits 0; returns the
+    marks folder."""
     from tupletree.ui.client import UIClient
 
-    file = tmp_path / "endless.py"
-    file.write_text(RUN_FILE)
+    file = tmp_path / f"{name}.py"
+    file.write_text(source)
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("MARKS", str(marks))
@@ -179,22 +187,31 @@ def test_a_run_killed_from_the_web_view_ends_with_the_summary(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
 
-    def kill_when_running() -> None:
+    def when_listed() -> None:
         client = UIClient(f"127.0.0.1:{port}")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if [t["name"] for t in client.topologies()] == ["endless"]:
-                    client.kill("endless", 0)
+                if [t["name"] for t in client.topologies()] == [name]:
+                    steer(client)
                     return
             except Exception:
                 pass  # not serving yet
-            time.sleep(0.1)
+            time.sleep(0.05)
 
-    killer = threading.Thread(target=kill_when_running, daemon=True)
-    killer.start()
+    steering = threading.Thread(target=when_listed, daemon=True)
+    steering.start()
     assert cli.main(["run", "--local", "--ui-port", str(port), str(file)]) == 0
-    killer.join(10)
+    steering.join(10)
+    return marks
+
+
+def test_a_run_killed_from_the_web_view_ends_with_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tupletree kill` (the web view's kill) of the topology a `tupletree run` watches:
+    the run ends with a line saying so and the summary, not a traceback."""
+    _run_steered(tmp_path, monkeypatch, "endless", RUN_FILE, lambda c: c.kill("endless", 0))
     out = capsys.readouterr().out
     assert "tupletree: endless was killed (from the web view or `tupletree kill`)" in out
     assert "done: " in out
@@ -275,29 +292,10 @@ def test_a_run_deactivated_or_rebalanced_from_outside_goes_on_until_it_is_done(
     """A topology paused from outside (`tupletree deactivate`, a rebalance) emits nothing
     while paused; the run must not take that quiet for the end and kill it. It says
     each change of status, and ends once the topology, active again, ran dry."""
-    from tupletree.ui.client import UIClient
-
     monkeypatch.setattr(cli, "QUIET_SECS", 0.3)
-    file = tmp_path / "paused.py"
-    file.write_text(PAUSED_FILE)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    monkeypatch.setenv("MARKS", str(marks))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     steps: list[str] = []
 
-    def steer() -> None:
-        client = UIClient(f"127.0.0.1:{port}")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if [t["name"] for t in client.topologies()] == ["paused"]:
-                    break
-            except Exception:
-                pass  # not serving yet
-            time.sleep(0.05)
+    def steer(client: Any) -> None:
         client.deactivate("paused")
         time.sleep(1.0)  # three times the quiet that ended a run before
         steps.append(client.topology("paused")["status"])
@@ -308,10 +306,7 @@ def test_a_run_deactivated_or_rebalanced_from_outside_goes_on_until_it_is_done(
         steps.append(client.topology("paused")["status"])
         client.activate("paused")
 
-    steering = threading.Thread(target=steer, daemon=True)
-    steering.start()
-    assert cli.main(["run", "--local", "--ui-port", str(port), str(file)]) == 0
-    steering.join(10)
+    marks = _run_steered(tmp_path, monkeypatch, "paused", PAUSED_FILE, steer)
     assert steps == ["INACTIVE", "INACTIVE"]
     out = capsys.readouterr().out
     emitted = int((marks / "emitted").read_text())

@@ -238,7 +238,9 @@ def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace():
     whose rebalance (block=False) waits for its trees in flight returned while the
     rebalance still ran: a topology submitted again under the name was refused
     activate (REBALANCING), then laid out and activated by the killed one's rebalance.
-    Now the kill returns once the rebalance ended with the worker."""
+    Now the kill returns once the rebalance ended with the worker (no sleep needed to
+    see it: the rebalance is over when rebalancing() says so), and the new topology
+    keeps its own layout and status."""
     conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
     with LocalCluster() as cluster:
         topo, feeder = _held_topology()
@@ -248,39 +250,14 @@ def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace():
         cluster.rebalance("t", wait_secs=3, workers=5, parallelism={"hold": 2}, block=False)
         assert cluster.rebalancing("t")
         cluster.kill_topology("t")
-        # Killed: the rebalance should be over (waited for) or gone with the topology.
         assert not cluster.rebalancing("t"), "kill returned while the rebalance still runs"
         topo2, _ = _held_topology()
         cluster.submit_topology("t", conf, topo2, inactive=True)
-        cluster.activate("t")
-        cluster.deactivate("t")
-        time.sleep(4)  # the killed topology's rebalance thread ends its wait
-        info = cluster.topology_info("t")
-        assert info["executors"]["hold"] == 1, info["executors"]
-        assert info["conf"][Config.TOPOLOGY_WORKERS] == 1
-        assert info["active"] is False, "the old rebalance re-activated the new topology"
-
-
-def test_kill_during_a_rebalance_then_resubmit_is_not_touched_by_the_old_rebalance():
-    """The same, seen without an activate: the topology submitted inactive after the
-    kill keeps its own layout and stays inactive."""
-    conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
-    with LocalCluster() as cluster:
-        topo, feeder = _held_topology()
-        cluster.submit_topology("t", conf, topo)
-        feeder.feed(["a"], msg_id=1)
-        assert until(lambda: cluster.metrics("t")["hold"]["executed"] == 1)
-        cluster.rebalance("t", wait_secs=2, workers=5, parallelism={"hold": 2}, block=False)
-        cluster.kill_topology("t")
-        topo2, _ = _held_topology()
-        cluster.submit_topology("t", conf, topo2, inactive=True)
-        assert until(lambda: not cluster.rebalancing("t"), 10)
         info = cluster.topology_info("t")
         assert info["active"] is False, "the killed topology's rebalance activated the new one"
-        assert (info["executors"]["hold"], info["conf"][Config.TOPOLOGY_WORKERS]) == (1, 1), (
-            info["executors"],
-            info["conf"][Config.TOPOLOGY_WORKERS],
-        )
+        assert (info["executors"]["hold"], info["conf"][Config.TOPOLOGY_WORKERS]) == (1, 1)
+        cluster.activate("t")  # not refused as REBALANCING
+        cluster.deactivate("t")
 
 
 class _PausingCluster(LocalCluster):

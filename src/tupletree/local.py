@@ -267,8 +267,6 @@ class LocalCluster(ClusterBase):
                     lambda: not worker.active and not any(len(s.pending) for s in worker.spouts),
                     plan.wait_secs,
                 )
-            if self._workers.get(name) is not worker or worker.stopping:
-                return  # killed meanwhile (kill_topology waits for this to return)
             self._executors[name] = plan.executors
             self._requested_workers[name] = plan.workers
             if was_active:

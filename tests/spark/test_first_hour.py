@@ -115,14 +115,23 @@ def test_a_session_built_without_pyspark_python_fails_with_the_hint(tmp_path):
     here has no tupletree. submit_topology fails saying so, naming the setting and
     `tupletree pack`, instead of a bare "No module named 'tupletree'"."""
     python = bare_python(tmp_path / "bare")
-    script = tmp_path / "user.py"
-    script.write_text(USER_SESSION)
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
     }
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    failed = _user_session_failure(tmp_path, env)
+    assert "No module named 'tupletree'" in failed or "cannot import tupletree" in failed
+    assert "the executors' Python (python3) cannot import tupletree" in failed, failed
+    assert "PYSPARK_PYTHON" in failed and "tupletree pack" in failed
+
+
+def _user_session_failure(tmp_path: Path, env: dict[str, str]) -> str:
+    """Run USER_SESSION (tupletree from this checkout, on the driver's path only) in a
+    process of its own with ``env``; the line it printed for the failed submit."""
+    script = tmp_path / "user.py"
+    script.write_text(USER_SESSION)
     import tupletree
 
     source = str(Path(tupletree.__file__).resolve().parents[1])
@@ -138,9 +147,7 @@ def test_a_session_built_without_pyspark_python_fails_with_the_hint(tmp_path):
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("FAILED ")]
     assert lines, done.stdout[-2000:] + done.stderr[-3000:]
-    assert "No module named 'tupletree'" in lines[0] or "cannot import tupletree" in lines[0]
-    assert "the executors' Python (python3) cannot import tupletree" in lines[0], lines[0]
-    assert "PYSPARK_PYTHON" in lines[0] and "tupletree pack" in lines[0]
+    return lines[0]
 
 
 @pytest.mark.spark
@@ -150,26 +157,10 @@ def test_a_submit_without_the_archive_fails_with_the_hint(tmp_path):
     `tupletree pack` prints) but no archive was shipped: submit_topology fails saying
     which Python is missing and how to ship it, instead of Spark's bare "Cannot run
     program"."""
-    script = tmp_path / "user.py"
-    script.write_text(USER_SESSION)
-    import tupletree
-
-    source = str(Path(tupletree.__file__).resolve().parents[1])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # What spark-submit makes of --conf spark.pyspark.python=... (a builder's config
     # of that key is not read: PySpark takes the executors' Python from this variable).
     env["PYSPARK_PYTHON"] = "./environment/bin/python"
-    done = subprocess.run(
-        [sys.executable, str(script), source],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("FAILED ")]
-    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
-    assert "the executors have no Python at ./environment/bin/python" in lines[0], lines[0]
-    assert "--archives env.tar.gz#environment" in lines[0]
+    failed = _user_session_failure(tmp_path, env)
+    assert "the executors have no Python at ./environment/bin/python" in failed, failed
+    assert "--archives env.tar.gz#environment" in failed

@@ -127,6 +127,16 @@ class StatefulWordCount(StatefulBolt):
         self.collector.ack(tup)
 
 
+def run_until(cluster: Any, done: Any, what: str, limit: int = 120) -> None:
+    """Advance a simulated-time cluster a second at a time until ``done()``; raise,
+    naming ``what``, after ``limit`` seconds."""
+    for _ in range(limit):
+        if done():
+            return
+        cluster.advance_time(1)
+    raise AssertionError(f"not {what} after {limit} simulated seconds")
+
+
 def word_count(
     n: int, deliveries: SharedList | None = None, counters: int = 2, sources: int = 1
 ) -> Any:

@@ -26,17 +26,15 @@ from .components import (
     acked,
     committed,
     expected_counts,
+    run_until,
     sentence,
 )
 from .conftest import Provider
 
 
 def _run_until_acked(cluster: Any, store: Any, n: int, limit: int = 120) -> None:
-    for _ in range(limit):
-        if acked(store) >= n:
-            break
-        cluster.advance_time(1)
-    cluster.advance_time(3)
+    run_until(cluster, lambda: acked(store) >= n, f"{n} acked", limit)
+    cluster.advance_time(3)  # the checkpoint after the last ack commits
 
 
 @pytest.mark.parametrize("when", ["before-put", "after-put", "fail-call", "in-split"])
@@ -155,10 +153,7 @@ def test_a_persistent_window_is_exact_across_a_restart(provider: Provider, mode:
     store = provider.open()
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("w", conf, _windowed(n, make()))
-        for _ in range(60):
-            if acked(store) >= n // 2:
-                break
-            cluster.advance_time(1)
+        run_until(cluster, lambda: acked(store) >= n // 2, "half acked", 60)
         cluster.kill_topology("w")
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("w", conf, _windowed(n + 3, make()))  # 63: nine windows
@@ -195,11 +190,7 @@ def test_a_task_started_again_mid_checkpoint_gets_no_hook_before_init_state(
         conf = {**base, **provider.conf}
         conf[Config.TOPOLOGY_STATE_PROVIDER_CONFIG] = crashed.config(provider.config)
         cluster.submit_topology("wc", conf, topology())
-        for _ in range(30):
-            if crashed.crashed:
-                break
-            cluster.advance_time(1)
-        assert crashed.crashed
+        run_until(cluster, lambda: crashed.crashed, "crashed between PREPARE and COMMIT", 30)
         cluster.kill_topology("wc")
     store = provider.open()
     with LocalCluster(simulate_time=True) as cluster:

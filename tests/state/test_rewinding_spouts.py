@@ -17,7 +17,7 @@ from tupletree.testing.shared import SharedList
 from tupletree.topology.groupings import CustomStreamGrouping
 
 from . import crash
-from .components import StatefulWordCount, committed, expected_counts, sentence
+from .components import StatefulWordCount, committed, expected_counts, run_until, sentence
 from .conftest import Provider
 
 
@@ -102,21 +102,13 @@ def test_aligned_word_count_over_the_sqlite_queue_is_exact_after_a_kill(
         conf = {**base, **durable_provider.conf}
         conf[Config.TOPOLOGY_STATE_PROVIDER_CONFIG] = crashed.config(durable_provider.config)
         cluster.submit_topology("wc", conf, topology(path))
-        for _ in range(40):
-            if crashed.crashed:
-                break
-            cluster.advance_time(1)
-        assert crashed.crashed
+        run_until(cluster, lambda: crashed.crashed, f"crashed {point}", 40)
         cluster.kill_topology("wc")
     copy(snapshot, path)
     assert queue.counts()["done"] < n
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("wc", {**base, **durable_provider.conf}, topology(path))
-        for _ in range(120):
-            if queue.counts()["done"] == n:
-                break
-            cluster.advance_time(1)
-        assert queue.counts()["done"] == n
+        run_until(cluster, lambda: queue.counts()["done"] == n, "every message done")
         assert cluster.errors("wc") == []
     state = committed(durable_provider.open())
     counts = {k: v for k, v in state.items() if not isinstance(k, tuple)}
@@ -170,14 +162,10 @@ def test_a_raise_in_next_tuple_rewinds_rather_than_skips_the_message(
     }
     with LocalCluster(simulate_time=True) as cluster:
         cluster.submit_topology("wc", conf, b.create_topology())
-        for _ in range(120):
-            if queue.counts()["done"] == n:
-                break
-            cluster.advance_time(1)
+        run_until(cluster, lambda: queue.counts()["done"] == n, "every message done")
         assert raised.items() == [bad]
         (error,) = cluster.errors("wc")
         assert f"cannot route message {bad}" in error
-        assert queue.counts()["done"] == n
     state = committed(durable_provider.open())
     counts = {k: v for k, v in state.items() if not isinstance(k, tuple)}
     applied = Counter(v for k, v in state.items() if isinstance(k, tuple))

@@ -40,6 +40,7 @@ from .components import (
     acked,
     committed,
     expected_counts,
+    run_until,
     sentence,
     word_count,
 )
@@ -283,14 +284,6 @@ def test_unanchored_emit_in_a_forwarding_bolt_is_reported_naming_it(sim_cluster)
     errors = sim_cluster.errors("loose")
     assert any("'loose' emitted an unanchored tuple on stream 'default'" in e for e in errors)
     assert tracker.failed == {1}
-
-
-def run_until(cluster: Any, done: Any, what: str, limit: int = 120) -> None:
-    for _ in range(limit):
-        if done():
-            return
-        cluster.advance_time(1)
-    raise AssertionError(f"not {what} after {limit} simulated seconds")
 
 
 def all_acked(provider: Provider, n: int, sources: int = 1) -> Any:

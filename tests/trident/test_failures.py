@@ -15,67 +15,45 @@ from tupletree.errors import InvalidTopologyError
 from tupletree.trident import TridentTopology
 from tupletree.trident.builtin import Count
 from tupletree.trident.operation import BaseFunction
-from tupletree.trident.spout import IPartitionedTridentSpout
 from tupletree.trident.state import BaseStateUpdater, MemoryMapState, SqliteMapState
 from tupletree.trident.testing import FixedBatchSpout
 
 from ..registry import Box
-from .support import SeqTransactional, _SeqCoordinator, coordinator_view, memory_counts, sim_conf
+from .support import SeqTransactional, _SeqEmitter, coordinator_view, memory_counts, sim_conf
 
 
-class _FlakyNewEmitter:
-    """One partition "p0" of records r0..r{n-1}, ``per_batch`` per batch. The first
-    emit_batch_new of txid ``box["flaky_txid"]`` raises (a transient read error,
-    before anything was emitted); every later call works."""
-
-    def __init__(self, box: Any, records: int, per_batch: int) -> None:
-        self.box, self.records, self.per_batch = box, records, per_batch
-
-    def get_ordered_partitions(self, info: Any) -> list[str]:
-        return list(info)
-
-    def get_partitions_for_task(self, index: int, tasks: int, ordered: list[str]) -> list[str]:
-        return ordered[index::tasks]
-
-    def refresh_partitions(self, mine: list[str]) -> None:
-        pass
+class _FlakyNewEmitter(_SeqEmitter):
+    """SeqTransactional's emitter whose first emit_batch_new of txid
+    ``box["flaky_txid"]`` raises (a transient read error, before anything was
+    emitted); every later call works."""
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: Any, last: Any) -> dict:
         b = self.box.get()
         if tx.transaction_id == b["flaky_txid"] and not b.get("raised"):
             b["raised"] = True
             raise OSError("transient: broker not reachable")
-        metas = {}
-        for p in sorted(partitions):
-            start = last[p]["next"] if last.get(p) else 0
-            end = min(start + self.per_batch, self.records)
-            for i in range(start, end):
-                collector.emit([f"r{i}"])
-            metas[p] = {"first": start, "next": end}
-        return metas
-
-    def re_emit_partition_batch(self, tx: Any, collector: Any, p: str, meta: Any) -> None:
-        if meta is None:
-            return
-        for i in range(meta["first"], meta["next"]):
-            collector.emit([f"r{i}"])
-
-    def close(self) -> None:
-        pass
+        return super().emit_batch_new(tx, collector, partitions, last)
 
 
-class FlakyTransactional(IPartitionedTridentSpout):
-    def __init__(self, box: Any, records: int = 10, per_batch: int = 2) -> None:
-        self.box, self.records, self.per_batch = box, records, per_batch
+class FlakyTransactional(SeqTransactional):
+    """One partition of records p0-0 .. p0-9, two a batch, with that emitter."""
 
-    def get_coordinator(self, conf: Any, context: Any) -> Any:
-        return _SeqCoordinator(self.box, ["p0"])
+    def __init__(self, box: Any) -> None:
+        super().__init__(box, partitions=1, records=10, per_batch=2)
 
     def get_emitter(self, conf: Any, context: Any) -> Any:
         return _FlakyNewEmitter(self.box, self.records, self.per_batch)
 
-    def get_output_fields(self) -> Any:
-        return Fields("word")
+
+def _three_batches_at_once() -> dict[str, Any]:
+    """Three batches in flight and no wait between them: a batch that fails finds the
+    next ones started."""
+    return sim_conf(
+        **{
+            Config.TOPOLOGY_MAX_SPOUT_PENDING: 3,
+            Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 0,
+        }
+    )
 
 
 def test_transactional_spout_new_emit_failure_with_pending_batches_counts_once(sim_cluster):
@@ -83,7 +61,7 @@ def test_transactional_spout_new_emit_failure_with_pending_batches_counts_once(s
     read error) for txid 2 while txid 3 is already started (max.spout.pending 3, emit
     interval 0). Txid 3, emitted new while txid 2 had stored nothing, reads on from txid
     1's metadata: the records txid 2 would read. Txid 2's replay then read them again,
-    and r2, r3 counted twice. Now txid 2 is empty for good (Storm's rule), and every
+    and p0-2, p0-3 counted twice. Now txid 2 is empty for good (Storm's rule), and every
     record counts once."""
     box = Box()
     box.get().update(max_txid=8, flaky_txid=2)
@@ -94,17 +72,11 @@ def test_transactional_spout_new_emit_failure_with_pending_batches_counts_once(s
         .group_by(Fields("word"))
         .persistent_aggregate(memory, Count(), Fields("count"))
     )
-    conf = sim_conf(
-        **{
-            Config.TOPOLOGY_MAX_SPOUT_PENDING: 3,
-            Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 0,
-        }
-    )
-    sim_cluster.submit_topology("flaky", conf, topology.build())
+    sim_cluster.submit_topology("flaky", _three_batches_at_once(), topology.build())
     sim_cluster.advance_time(20)
     assert box.get().get("raised")
     assert coordinator_view(sim_cluster, "flaky")["currentTxid"] > 6
-    assert memory_counts(memory, 1) == {f"r{i}": 1 for i in range(10)}
+    assert memory_counts(memory, 1) == {f"p0-{i}": 1 for i in range(10)}
 
 
 # -- a transactional map written by several multi_update calls in one batch -----------
@@ -189,13 +161,7 @@ def test_transactional_spout_function_failure_with_pending_batches_counts_once(s
         .group_by(Fields("w"))
         .persistent_aggregate(memory, Count(), Fields("count"))
     )
-    conf = sim_conf(
-        **{
-            Config.TOPOLOGY_MAX_SPOUT_PENDING: 3,
-            Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 0,
-        }
-    )
-    sim_cluster.submit_topology("flakyfn", conf, topology.build())
+    sim_cluster.submit_topology("flakyfn", _three_batches_at_once(), topology.build())
     sim_cluster.advance_time(20)
     assert box.get().get("raised")
     assert coordinator_view(sim_cluster, "flakyfn")["currentTxid"] > 8
@@ -277,4 +243,4 @@ def test_a_batch_with_nothing_new_does_not_restart_the_partition(sim_cluster: An
     sim_cluster.submit_topology("sparse", sim_conf(), topology.build())
     sim_cluster.advance_time(20)
     assert coordinator_view(sim_cluster, "sparse")["currentTxid"] > 12
-    assert memory_counts(memory, 1) == {f"r{i}": 1 for i in range(10)}
+    assert memory_counts(memory, 1) == {f"p0-{i}": 1 for i in range(10)}

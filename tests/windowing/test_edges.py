@@ -3,6 +3,8 @@ key that cannot be hashed. Each once lost input or wedged the bolt."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tupletree import Config, LocalCluster, TopologyBuilder
@@ -11,6 +13,16 @@ from tupletree.windowing import Duration
 from .support import Collect, LateSink, feeder, new_journal, settled, windows
 
 CONF = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
+
+
+def _topology(spout: Any, bolt: Any, late: Any = None) -> Any:
+    """src -> win, and win's late stream -> a LateSink journaling into ``late``."""
+    b = TopologyBuilder()
+    b.set_spout("src", spout)
+    b.set_bolt("win", bolt).shuffle_grouping("src")
+    if late is not None:
+        b.set_bolt("late", LateSink(late)).shuffle_grouping("win", "late")
+    return b.create_topology()
 
 
 @pytest.mark.parametrize("lag", [0, 5])
@@ -30,12 +42,8 @@ def test_a_tuple_stamped_at_the_watermark_lands_in_its_window(lag: int) -> None:
         .with_late_tuple_stream("late")
     )
     spout = feeder(j, ["id", "ts"])
-    b = TopologyBuilder()
-    b.set_spout("src", spout)
-    b.set_bolt("win", bolt).shuffle_grouping("src")
-    b.set_bolt("late", LateSink(late)).shuffle_grouping("win", "late")
     with LocalCluster(simulate_time=True) as sim:
-        sim.submit_topology("w", CONF, b.create_topology())
+        sim.submit_topology("w", CONF, _topology(spout, bolt, late))
         spout.feed([1, 5], msg_id=1)
         spout.feed([2, 10 + lag], msg_id=2)
         sim.wait_idle()
@@ -62,12 +70,9 @@ def test_a_session_key_that_is_not_hashable_fails_its_tuple_only() -> None:
     j = new_journal()
     bolt = Collect(j).with_session_window(Duration.of(50), key="k")
     spout = feeder(j, ["id", "k"])
-    b = TopologyBuilder()
-    b.set_spout("src", spout)
-    b.set_bolt("win", bolt).shuffle_grouping("src")
     conf = {**CONF, Config.TOPOLOGY_WINDOW_MAX_EVENTS: 3}
     with LocalCluster(simulate_time=True) as sim:
-        sim.submit_topology("w", conf, b.create_topology())
+        sim.submit_topology("w", conf, _topology(spout, bolt))
         for i in range(3):
             spout.feed([i, [i]], msg_id=i)  # unhashable keys: failed
         sim.wait_idle()
@@ -93,12 +98,8 @@ def test_an_unhashable_session_key_does_not_move_the_watermark() -> None:
         .with_late_tuple_stream("late")
     )
     spout = feeder(j, ["id", "k", "ts"])
-    b = TopologyBuilder()
-    b.set_spout("src", spout)
-    b.set_bolt("win", bolt).shuffle_grouping("src")
-    b.set_bolt("late", LateSink(late)).shuffle_grouping("win", "late")
     with LocalCluster(simulate_time=True) as sim:
-        sim.submit_topology("w", CONF, b.create_topology())
+        sim.submit_topology("w", CONF, _topology(spout, bolt, late))
         spout.feed([1, "a", 5], msg_id=1)
         spout.feed([2, ["bad"], 100], msg_id=2)  # fails: its key cannot be hashed
         sim.wait_idle()
