@@ -202,7 +202,8 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
             seen.metrics = metrics
             status, layout = status_of(info), _layout(info)
             if status != last_status:
-                print(f"{nl}tupletree: {name} is {status}{_again(status)}", flush=True)
+                again = " again" if status == "ACTIVE" else ""
+                print(f"{nl}tupletree: {name} is {status}{again}", flush=True)
                 last_status = status
             if layout != last_layout:
                 if last_layout is not None:  # a rebalance
@@ -240,10 +241,6 @@ def watch(cluster: Any, name: str, spouts: list[str], duration: float | None) ->
     if first is not None and end is not None and end[0] > first[0]:
         seen.rate = (end[1] - first[1]) / (end[0] - first[0])
     return seen
-
-
-def _again(status: str) -> str:
-    return " again" if status == "ACTIVE" else ""
 
 
 def _layout(info: dict[str, Any]) -> str:

@@ -132,12 +132,9 @@ class _CheckpointBolt(Bolt):
             self._failed_input = True  # the runtime fails it and reports what it raised
             raise
 
-    def _input_failed(self) -> bool:
-        """Whether an input failed since the last INITSTATE (the aligned mode)."""
-        return self._failed_input
-
-    def _clear_failed(self) -> None:
-        self._failed_input = False
+    def _note_failed(self) -> None:
+        """The bolt failed an input itself (its collector's ``fail``)."""
+        self._failed_input = True
 
     def _on_checkpoint(self, tup: Any) -> None:
         txid, action = read_checkpoint(tup)
@@ -149,14 +146,14 @@ class _CheckpointBolt(Bolt):
             if verdict == REFUSE:
                 out.fail(tup)
                 return
-            if verdict == HANDLE and action == PREPARE and self._input_failed():
+            if verdict == HANDLE and action == PREPARE and self._failed_input:
                 # An input of this checkpoint failed here (module docstring): as a step
                 # _handle refuses, failed, not recorded as handled.
                 out.fail(tup)
                 self._run_each(inputs.release())
                 return
             if verdict == HANDLE and action == INITSTATE:
-                self._clear_failed()
+                self._failed_input = False
         else:
             verdict = inputs.arrive(action, txid)
         if verdict == HANDLE and self._handle(tup, action, txid):
@@ -222,16 +219,10 @@ class StatefulBoltExecutor(_CheckpointBolt):
         self.held = CheckpointTuples(aligned=self.aligned)
         self.state = self.open_state(conf, context)
         self.collector = AckHoldingCollector(
-            collector, context.component_id, self.delegate.emits_anchored
+            collector, context.component_id, self.delegate.emits_anchored, self._note_failed
         )
         self._bolt_execute = self.delegate.execute
         self.delegate.prepare(conf, context, self.collector)
-
-    def _input_failed(self) -> bool:
-        return self._failed_input or self.collector.failed
-
-    def _clear_failed(self) -> None:
-        self._failed_input = self.collector.failed = False
 
     def open_state(self, conf: dict[str, Any], context: Any) -> Any:
         """The task's state, as last committed (a StatefulWindowedBolt's executor
@@ -319,21 +310,12 @@ class CheckpointForwarder(_CheckpointBolt):
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
-        self._anchoring: AnchoringCollector | None = None
         if self.basic:
             self._basic = AnchoringBasicCollector(collector)
             self.delegate.prepare(conf, context)
         else:
-            self._anchoring = AnchoringCollector(collector, context.component_id)
-            self.delegate.prepare(conf, context, self._anchoring)
-
-    def _input_failed(self) -> bool:
-        return self._failed_input or (self._anchoring is not None and self._anchoring.failed)
-
-    def _clear_failed(self) -> None:
-        self._failed_input = False
-        if self._anchoring is not None:
-            self._anchoring.failed = False
+            anchoring = AnchoringCollector(collector, context.component_id, self._note_failed)
+            self.delegate.prepare(conf, context, anchoring)
 
     def _run(self, tup: Any) -> None:
         if not self.basic:

@@ -13,6 +13,7 @@ tuple is acked for real at the COMMIT of the checkpoint whose state includes its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tupletree.errors import EmitError
@@ -40,15 +41,15 @@ def _refuse(component: str, stream: str, anchors: Any) -> None:
 
 class AnchoringCollector:
     """A bolt's collector that refuses unanchored emits (see the module docstring).
-    ``failed`` says that the bolt failed an input since it was last cleared (the
-    aligned mode refuses the next PREPARE then: bolts.py)."""
+    ``on_fail`` is called when the bolt fails an input (the aligned mode then refuses
+    the next PREPARE: bolts.py)."""
 
-    __slots__ = ("_component", "_out", "failed")
+    __slots__ = ("_component", "_on_fail", "_out")
 
-    def __init__(self, out: Any, component: str) -> None:
+    def __init__(self, out: Any, component: str, on_fail: Callable[[], None] | None = None) -> None:
         self._out = out
         self._component = component
-        self.failed = False
+        self._on_fail = on_fail
 
     def emit(self, values: Any, anchors: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
         if anchors is None or stream == CHECKPOINT_STREAM or not anchors:
@@ -66,7 +67,8 @@ class AnchoringCollector:
         self._out.ack(tup)
 
     def fail(self, tup: Any) -> None:
-        self.failed = True
+        if self._on_fail is not None:
+            self._on_fail()
         self._out.fail(tup)
 
     def reset_timeout(self, tup: Any) -> None:
@@ -87,8 +89,14 @@ class AckHoldingCollector(AnchoringCollector):
 
     __slots__ = ("ack", "emit", "emit_direct")
 
-    def __init__(self, out: Any, component: str, anchored: bool = True) -> None:
-        super().__init__(out, component)
+    def __init__(
+        self,
+        out: Any,
+        component: str,
+        anchored: bool = True,
+        on_fail: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(out, component, on_fail)
         self.ack = out.defer_ack  # type: ignore[method-assign]
         if anchored:
             self.emit = super().emit  # type: ignore[method-assign]

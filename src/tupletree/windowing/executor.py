@@ -270,13 +270,12 @@ class WindowedBoltExecutor(Bolt):
             self._refuse(tup, now)
             return
         key = self._key
-        if key is not None:
-            session_key = key(tup)
-            hash(session_key)  # unhashable: the tuple fails before it moves the watermark
-        if watermarks is not None:
-            watermarks.record((tup.source_component, tup.source_stream), ts)
         item = self._window_item(tup)
-        outcomes = manager.add(item, ts) if key is None else manager.add(item, ts, session_key)
+        outcomes = manager.add(item, ts) if key is None else manager.add(item, ts, key(tup))
+        if watermarks is not None:
+            # After add: a tuple that add refuses (a session key that cannot be hashed)
+            # fails without having moved the watermark.
+            watermarks.record((tup.source_component, tup.source_stream), ts)
         gap = self._session_gap
         if gap is not None and ts + gap < self._due:
             self._due = ts + gap  # a new session's close, on the clock

@@ -168,20 +168,6 @@ class StatefulWindowRunner(StatefulBolt):
 
     def pre_prepare(self, txid: int) -> None:
         if self.persistent:
-            failed = self.executor.failed_since_commit
-            if failed:
-                # Its tuples count as processed once saved, and left the window: this
-                # checkpoint would commit them without their effect. Refused, it rolls
-                # back to the last one, whose window holds them, and fires them again.
-                tuples = self.executor.failed_tuples_since_commit
-                raise WindowFailedError(
-                    f"{failed} window(s) of {tuples} tuple(s) failed since the last "
-                    f"checkpoint: refusing checkpoint {txid} so the rollback brings "
-                    "their tuples back",
-                    self.executor._component,
-                    tuples,
-                    None,
-                )
             self.executor.save(txid)
         self.bolt.pre_prepare(txid)
 
@@ -242,8 +228,8 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
     def _window_failed(self, fired: Fired, exc: BaseException) -> None:
         # Its inputs are acked at the checkpoint as any others (they are in the saved
         # window until it failed); the window's events leave it, the error is told, and
-        # the next checkpoint is refused (StatefulWindowRunner.pre_prepare): its
-        # rollback brings the window back as last committed, and it fires again.
+        # the next checkpoint is refused (save): its rollback brings the window back as
+        # last committed, and it fires again.
         from tupletree.windowing.executor import _describe
 
         self._manager.remove(fired.seqs)
@@ -273,7 +259,20 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
         return queue[0].item if queue else self.tuples.next_ref
 
     def save(self, txid: int) -> None:
-        """PREPARE: the new tuples to the store, the index into the window state."""
+        """PREPARE: the new tuples to the store, the index into the window state. After
+        a window failed, refused: its tuples count as processed once saved and left the
+        window, so this checkpoint would commit them without their effect; refused, it
+        rolls back to the last one, whose window holds them, and they fire again."""
+        failed = self.failed_since_commit
+        if failed:
+            tuples = self.failed_tuples_since_commit
+            raise WindowFailedError(
+                f"{failed} window(s) of {tuples} tuple(s) failed since the last checkpoint: "
+                f"refusing checkpoint {txid} so the rollback brings their tuples back",
+                self._component,
+                tuples,
+                None,
+            )
         self.tuples.flush()
         self.index.put(
             WINDOW_KEY,
