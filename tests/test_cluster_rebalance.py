@@ -247,7 +247,8 @@ def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace():
         cluster.submit_topology("t", conf, topo)
         feeder.feed(["a"], msg_id=1)
         assert until(lambda: cluster.metrics("t")["hold"]["executed"] == 1)
-        cluster.rebalance("t", wait_secs=3, workers=5, parallelism={"hold": 2}, block=False)
+        # A wait far longer than the kill waits for it: it must end with the worker.
+        cluster.rebalance("t", wait_secs=30, workers=5, parallelism={"hold": 2}, block=False)
         assert cluster.rebalancing("t")
         cluster.kill_topology("t")
         assert not cluster.rebalancing("t"), "kill returned while the rebalance still runs"

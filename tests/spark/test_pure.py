@@ -168,3 +168,13 @@ def test_a_wait_for_slots_is_said_and_ends_when_spark_stops_the_context(
     assert "(master spark://127.0.0.1:7077)" in str(stopped.value)
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("wc: waiting up to 3600 s for 3 task slots, 2 free now")
+
+
+@pytest.mark.parametrize("master", ["spark://127.0.0.1", "spark://127.0.0.1:99999", "spark://h:1,"])
+def test_a_standalone_master_that_cannot_be_read_is_named(master):
+    """A spark:// master without a port, with one out of range, or with an empty standby
+    address: one error naming it, before any connection is tried."""
+    from tupletree.spark.session import check_standalone_master
+
+    with pytest.raises(SparkUnavailableError, match="cannot read host:port in the Spark master"):
+        check_standalone_master(master, timeout=1)

@@ -263,7 +263,7 @@ def check_standalone_master(master: str, timeout: float = MASTER_CONNECT_SECS) -
     problems = []
     for address in master[len("spark://") :].split(","):
         host, _, port = address.strip().rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise SparkUnavailableError(
                 f"cannot read host:port in the Spark master {master!r} (at {address!r})"
             )
