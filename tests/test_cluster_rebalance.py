@@ -233,14 +233,19 @@ def _held_topology(tracker: AckFailTracker | None = None) -> tuple[Any, FeederSp
     return b.create_topology(), feeder
 
 
-def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace():
+@pytest.mark.parametrize("last_moments", [False, True], ids=["as-is", "thread-reads-alive"])
+def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace(last_moments: bool):
     """docs/rebalance.md: "killing it waits for the rebalance". A kill of a topology
     whose rebalance (block=False) waits for its trees in flight returned while the
     rebalance still ran: a topology submitted again under the name was refused
     activate (REBALANCING), then laid out and activated by the killed one's rebalance.
     Now the kill returns once the rebalance ended with the worker (no sleep needed to
     see it: the rebalance is over when rebalancing() says so), and the new topology
-    keeps its own layout and status."""
+    keeps its own layout and status.
+
+    ``thread-reads-alive`` holds the worker thread in its last moments, after its final
+    notify and before it is no longer alive, where CI once woke the rebalance's wait
+    (it went back to sleep for its 30 s, and the kill gave up on it)."""
     conf = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60}
     with LocalCluster() as cluster:
         topo, feeder = _held_topology()
@@ -250,6 +255,8 @@ def test_kill_during_a_rebalance_waits_for_it_and_leaves_no_trace():
         # A wait far longer than the kill waits for it: it must end with the worker.
         cluster.rebalance("t", wait_secs=30, workers=5, parallelism={"hold": 2}, block=False)
         assert cluster.rebalancing("t")
+        if last_moments:
+            cluster._runners["t"].thread.is_alive = lambda: True  # type: ignore[method-assign]
         cluster.kill_topology("t")
         assert not cluster.rebalancing("t"), "kill returned while the rebalance still runs"
         topo2, _ = _held_topology()

@@ -68,6 +68,9 @@ class _Runner:
         self.cond = threading.Condition()
         self.idle_rounds = 0
         self.failure: BaseException | None = None
+        # Set (under cond) as the thread's last act: its final notify comes while the
+        # thread is still alive, so a waiter woken by it cannot go by is_alive().
+        self.ended = False
         self.thread = threading.Thread(
             target=self._loop, name=f"tupletree-{worker.name}", daemon=True
         )
@@ -102,7 +105,11 @@ class _Runner:
         finally:
             worker.shutdown()
             with self.cond:  # a wait_until on this worker ends now, not at its timeout
+                self.ended = True
                 self.cond.notify_all()
+
+    def _gone(self) -> bool:
+        return self.ended or not self.thread.is_alive()
 
     def call(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the worker's thread, soon."""
@@ -113,16 +120,14 @@ class _Runner:
         """``check()`` after each idle round until it holds (True) or ``timeout``."""
         with self.cond:
             self.wake.set()
-            return self.cond.wait_for(lambda: check() or not self.thread.is_alive(), timeout)
+            return self.cond.wait_for(lambda: check() or self._gone(), timeout)
 
     def wait_idle(self, timeout: float | None) -> bool:
         """True once idle; False on timeout; WorkerDiedError if the thread died."""
         with self.cond:
             target = self.idle_rounds + 2
             self.wake.set()
-            idle = self.cond.wait_for(
-                lambda: self.idle_rounds >= target or not self.thread.is_alive(), timeout
-            )
+            idle = self.cond.wait_for(lambda: self.idle_rounds >= target or self._gone(), timeout)
         if self.failure is not None:
             raise WorkerDiedError(self.worker.name, describe(self.failure))
         return idle
