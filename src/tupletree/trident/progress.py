@@ -167,6 +167,11 @@ class Progress:
         self._currtx_bytes = [value] * len(self.tx_ids)
         return current, {t: a for t, a in attempts.items() if t >= current}
 
+    def first_uncommitted(self, tx_id: str) -> int:
+        """``currtx`` of spout ``tx_id`` as stored now: every txid below it committed."""
+        (raw,) = self.store.get(self.ns(tx_id, "coordinator"), ["currtx"])
+        return 1 if raw is None else int(loads_json(raw))
+
     def save_attempts(self, attempts: Mapping[int, int]) -> None:
         value = dumps_json({str(t): a for t, a in attempts.items()})
         self.store.apply(

@@ -168,7 +168,7 @@ def test_one_multi_get_and_one_multi_put_per_batch_with_the_batch_record() -> No
         state.multi_update([("a",), ("b",), ("a",)], [plus(1)] * 3)
         state.commit(txid)
         assert db.calls() == (1, 1)
-    assert db.data[(BATCH_RECORD, 0)] == OpaqueValue(3, [["a"], ["b"]])
+    assert db.data[(BATCH_RECORD, 0, 1)] == OpaqueValue(3, [["a"], ["b"]])
     assert db.user_data() == {("a",): OpaqueValue(3, 6, 4), ("b",): OpaqueValue(3, 3, 2)}
 
 

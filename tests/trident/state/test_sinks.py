@@ -11,15 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.trident.state.backends import PG_DSN, REDIS_URL
 from tupletree.trident.state import BatchBehindError, StateType
 from tupletree.trident.state.sinks import (
+    Mark,
     PostgresSinkFactory,
     RedisSinkFactory,
+    SinkLayoutError,
     SinkUpdater,
     SqliteSinkFactory,
     decide,
+    decide_in_layout,
 )
 
 
@@ -210,3 +215,72 @@ def test_decide() -> None:
     assert not decide(2, 2, partition=0)
     with pytest.raises(BatchBehindError):
         decide(1, 2, partition=0)
+
+
+def test_a_changed_partition_count_skips_what_the_old_layout_committed_and_refuses_a_part(
+    sink: Sink,
+) -> None:
+    """A topology resubmitted with the sink at 3 partitions, where 2 had committed txid 1
+    and only partition 0 had committed txid 2 when it died: txid 2's rows are dealt to
+    other partitions now, so writing them would duplicate partition 0's and skipping
+    would lose partition 1's. Refused, saying how to finish it; once the old layout
+    committed all of txid 2, the new one skips it whole and writes txid 3."""
+    old = [sink.factory.make_state({}, None, p, 2) for p in range(2)]
+    commit(old[0], 1, [["a", 1]])
+    commit(old[1], 1, [])  # an empty partition records its txid too
+    assert old[1].last_committed_txid() == 1
+    commit(old[0], 2, [["b", 2]])
+    new = [sink.factory.make_state({}, None, p, 3) for p in range(3)]
+    for p in (0, 2):
+        with pytest.raises(
+            SinkLayoutError,
+            match=r"batch 2 was committed by partitions \[0\] of the earlier layout of 2 "
+            r"partitions .*Submit the topology with the sink's earlier parallelism",
+        ):
+            commit(new[p], 2, [["b", 2]] if p == 2 else [])
+    commit(old[1], 2, [["c", 2]])  # the old layout finishes it
+    for p in range(3):
+        commit(new[p], 2, [["b", 2], ["c", 2]] if p == 1 else [])
+    commit(new[2], 3, [["d", 3]])
+    assert sorted(sink.rows()) == [["a", 1], ["b", 2], ["c", 2], ["d", 3]]
+    assert [s.last_committed_txid() for s in new] == [2, 2, 3]
+
+
+@given(
+    old=st.integers(1, 5),
+    now=st.integers(1, 5),
+    done=st.sets(st.integers(0, 4)),
+    own_ahead=st.booleans(),
+)
+def test_decide_in_layout_writes_skips_or_refuses_by_what_the_old_layout_committed(
+    old: int, now: int, done: set[int], own_ahead: bool
+) -> None:
+    """Partitions ``done`` of an ``old``-partition layout committed txid 5, the others 4;
+    a partition of ``now`` partitions decides txid 5. Same count: each its own txid. Else
+    all done: skipped; some: refused; none: written."""
+    done = {q for q in done if q < old}
+    marks = {q: Mark(5 if q in done else 4, old) for q in range(old)}
+    for partition in range(now):
+        mine = dict(marks)
+        if own_ahead and old != now and partition >= old:
+            mine[partition] = Mark(5, now)  # this layout already committed it here
+        args = {"partition": partition, "partitions": now, "where": "sink"}
+        if old == now:
+            assert decide_in_layout(5, mine, **args) is (partition not in done)
+        elif len(done) == old:
+            assert decide_in_layout(5, mine, **args) is False
+        elif done:
+            with pytest.raises(SinkLayoutError, match="batch 5 was committed by partitions"):
+                decide_in_layout(5, mine, **args)
+        else:
+            assert decide_in_layout(5, mine, **args) is (mine.get(partition, marks[0]).txid < 5)
+
+
+def test_decide_in_layout_takes_records_without_a_count_as_this_layouts() -> None:
+    """Records written before partition counts were kept: the old per-partition rule."""
+    marks = {0: Mark(3, None), 1: Mark(2, None)}
+    args = {"partitions": 4, "where": "sink"}
+    assert decide_in_layout(3, marks, partition=0, **args) is False
+    assert decide_in_layout(3, marks, partition=1, **args) is True
+    assert decide_in_layout(3, marks, partition=3, **args) is True
+    assert decide_in_layout(None, marks, partition=0, **args) is True

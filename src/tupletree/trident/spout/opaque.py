@@ -10,6 +10,12 @@ becomes durable when t commits (this emitter is a committer: ``commit(tx)`` runs
 the commit phase). A partition the spout cannot read may be skipped (return its
 metadata unchanged): its tuples come in a later batch. Memory: the metadata of the
 uncommitted txids this task emitted (at most the active batches), dropped on commit.
+
+When the partition list changes while batches are in flight, a partition may move from
+one task to another (``ordered[index::tasks]``). Its new task cannot see where the old
+one's uncommitted batches left it, so it fails its batches until every earlier txid
+committed, then reads on from the stored metadata: without that wait it read again
+what the old task's uncommitted batch had read, and those tuples succeeded twice.
 """
 
 from __future__ import annotations
@@ -64,11 +70,29 @@ class _Emitter:
         self.progress = progress
         self.partitions = PartitionTable(emitter, context)
         self.cached: dict[int, dict[str, Any]] = {}  # uncommitted txid -> pid -> meta
+        # Partitions dealt to this task from another one while both ran (the partition
+        # list changed): that task may have read them on in a txid not committed yet,
+        # whose metadata only it holds.
+        self.gained: set[str] = set()
 
     def emit_batch(self, tx: Any, coordinator_meta: Any, collector: Any) -> None:
         table = self.partitions
+        before = set(table.by_id) if table.refreshed else None
         table.refresh(coordinator_meta)
         txid = tx.transaction_id
+        if before is not None:
+            self.gained |= table.by_id.keys() - before
+        self.gained &= table.by_id.keys()
+        if self.gained:
+            # Read from where the txid before this one left them, which is stored once
+            # every earlier txid committed; until then the batch fails and is replayed.
+            if self.progress.first_uncommitted(self.tx_id) < txid:
+                raise FailedException(
+                    f"spout {self.tx_id!r}: partitions {sorted(self.gained)} came to this "
+                    f"task while txids before {txid} are not committed; txid {txid} is "
+                    "replayed once they are"
+                )
+            self.gained.clear()
         earlier = [t for t in self.cached if t < txid]
         prev_cached = self.cached[max(earlier)] if earlier else {}
         stored = None

@@ -84,7 +84,7 @@ class MapStateFactory(StateFactory):
             backing = CachedMap(backing, self.cache_size)
         inner: MapState
         if self.state_type is StateType.OPAQUE:
-            inner = OpaqueMap.build(backing, partition=partition_index)
+            inner = OpaqueMap.build(backing, partition=partition_index, partitions=num_partitions)
         elif self.state_type is StateType.TRANSACTIONAL:
             inner = TransactionalMap.build(backing)
         else:

@@ -12,7 +12,7 @@ key B and the final attempt of txid 3 does not (its tuples went to a later batch
 opaque spout may do), Storm leaves B at attempt 1's ``curr``, and txid 4 builds on it:
 B's tuples count twice. Built with ``partition=`` (every factory here does), the map
 keeps a *batch record* under the reserved key ``("$tupletree-opaque-batch$",
-partition)``: an ``OpaqueValue`` whose ``curr`` lists every key any attempt of the
+partition, partitions)``: an ``OpaqueValue`` whose ``curr`` lists every key any attempt of the
 current txid wrote. It is read in the batch's one ``multi_get`` and written in its one
 ``multi_put``; at ``commit(txid)``, keys an earlier attempt wrote and this one did not
 go back to their ``prev`` (``OpaqueValue(txid, prev, prev)``), in one more get and put,
@@ -20,6 +20,14 @@ only then. The committer must frame every batch, empty ones included
 (``commit_empty_batches`` is True): an attempt that sends this partition nothing must
 still revert what an earlier one wrote. Cost: the record holds the keys of one batch
 (one partition), written once per batch; a replay adds its keys to it.
+
+A topology submitted again with another parallelism for the state (``partitions``
+changed) starts records of its own layout: the old layout's records are not read. So a
+txid that the old layout had begun to commit when it died is replayed with Storm's
+behaviour for the keys an old attempt wrote and the replay does not (docs/trident-state.md,
+"Changing parallelism"): exact behind a transactional spout, whose replay brings the
+same tuples; behind an opaque spout whose replay skips a partition, those keys keep the
+old attempt's value.
 
 I/O per ``multi_update``: one backing ``multi_get`` (keys not yet written this batch,
 plus the record on the batch's first call) and one ``multi_put``. Storage per key: txid
@@ -61,11 +69,19 @@ def _thaw(key: Key) -> list[Any]:
 class OpaqueMap(MapState):
     state_type = StateType.OPAQUE
 
-    def __init__(self, backing: IBackingMap, partition: int | None = None) -> None:
+    def __init__(
+        self, backing: IBackingMap, partition: int | None = None, partitions: int | None = None
+    ) -> None:
         self._backing = backing
         self._reads = BatchReads(backing)
         self._tx: int | None = None
-        self._record_key: Key | None = None if partition is None else (BATCH_RECORD, partition)
+        # The record is one layout's (partition ``partition`` of ``partitions``): after a
+        # resubmit with another parallelism a partition holds other keys than before, and
+        # reverting what the old partition of its index wrote would undo what the key's
+        # new partition just recomputed.
+        self._record_key: Key | None = (
+            None if partition is None else (BATCH_RECORD, partition, partitions or 1)
+        )
         #: Frame empty batches too: see the module's docstring.
         self.commit_empty_batches = partition is not None
         # The keys earlier attempts of this txid wrote, as recorded (None: not read yet
@@ -75,10 +91,12 @@ class OpaqueMap(MapState):
         self._recorded: set[Key] = set()
 
     @classmethod
-    def build(cls, backing: IBackingMap, *, partition: int | None = None) -> OpaqueMap:
-        """``partition``: the state's partition index, which turns on the batch record
-        (module docstring); without it, Storm's behaviour exactly."""
-        return cls(backing, partition)
+    def build(
+        cls, backing: IBackingMap, *, partition: int | None = None, partitions: int = 1
+    ) -> OpaqueMap:
+        """``partition`` (the state's partition index, of ``partitions``) turns on the
+        batch record (module docstring); without it, Storm's behaviour exactly."""
+        return cls(backing, partition, partitions)
 
     def _tracking(self) -> bool:
         return self._record_key is not None and self._tx is not None

@@ -19,6 +19,17 @@ partition*: a transactional spout, and no shuffle (random routing) between it an
 sink. So the factories say ``state_type = TRANSACTIONAL`` and
 ``requires_deterministic_batches = True``; the planner refuses them otherwise.
 
+A topology submitted again with another parallelism for the sink breaks "the same
+partition": a txid the old layout had committed, in whole or in part, when it died
+(before the coordinator recorded it) is replayed with its rows dealt to other
+partitions, and a partition index that did not exist before has no txid at all. So each
+partition records, beside its txid, how many partitions there were (every partition,
+every batch, empty ones too: ``commit_empty_batches``), and ``decide_in_layout`` looks
+at all of them: a txid every old partition committed is skipped whole; one that only
+some did is refused (SinkLayoutError, which says to finish it with the old
+parallelism), since its rows cannot be told apart; otherwise the rules above. A record
+from before partition counts were kept counts as the current layout's.
+
 Bound: one batch's rows of one partition, held between ``begin_commit`` and ``commit``.
 ``decide`` is the whole decision, pure.
 """
@@ -26,8 +37,8 @@ Bound: one batch's rows of one partition, held between ``begin_commit`` and ``co
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from tupletree.trident.state.base import State, StateFactory, StateType
 from tupletree.trident.state.operations import BaseStateUpdater
@@ -46,6 +57,63 @@ def decide(txid: int | None, last: int | None, *, partition: int) -> bool:
     raise BatchBehindError(txid, last, key=f"sink partition {partition}")
 
 
+class Mark(NamedTuple):
+    """A partition's record: its last committed txid, and the partition count it was
+    written under (None: written before counts were kept)."""
+
+    txid: int | None
+    partitions: int | None
+
+
+class SinkLayoutError(RuntimeError):
+    """A replayed txid was committed by only some partitions of the sink's earlier
+    layout (another parallelism): its rows cannot be told apart under the new one."""
+
+    def __init__(self, where: str, txid: int, earlier: dict[int, Mark], now: int) -> None:
+        counts = sorted({m.partitions for m in earlier.values() if m.partitions is not None})
+        committed = sorted(q for q, m in earlier.items() if m.txid is not None and m.txid >= txid)
+        super().__init__(
+            f"{where}: batch {txid} was committed by partitions {committed} of the earlier "
+            f"layout of {' or '.join(map(str, counts))} partitions and not by the others; "
+            f"under {now} partitions its rows would be written twice or lost. Submit the "
+            f"topology with the sink's earlier parallelism until batch {txid} has "
+            "committed, then change it"
+        )
+        self.where, self.txid, self.earlier, self.now = where, txid, earlier, now
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SinkLayoutError, (self.where, self.txid, self.earlier, self.now))
+
+
+def decide_in_layout(
+    txid: int | None,
+    marks: Mapping[int, Mark],
+    *,
+    partition: int,
+    partitions: int,
+    where: str,
+) -> bool:
+    """Whether partition ``partition`` of ``partitions`` writes batch ``txid``, given
+    every partition's record in ``marks`` (module docstring): False when an earlier
+    layout committed the whole batch; SinkLayoutError when it committed a part;
+    else ``decide`` on the partition's own last txid."""
+    if txid is None:
+        return True
+    earlier = {
+        q: m for q, m in marks.items() if m.partitions is not None and m.partitions != partitions
+    }
+    ahead = {q: m for q, m in earlier.items() if m.txid is not None and m.txid >= txid}
+    if ahead:
+        counts = {m.partitions for m in ahead.values()}
+        if len(counts) == 1:
+            (count,) = counts
+            if all(q in ahead and ahead[q].partitions == count for q in range(count)):
+                return False  # the earlier layout committed all of it
+        raise SinkLayoutError(where, txid, earlier, partitions)
+    own = marks.get(partition)
+    return decide(txid, None if own is None else own.txid, partition=partition)
+
+
 def check_identifier(what: str, name: object) -> str:
     """``name`` if it is an SQL identifier needing no quotes; ValueError naming it."""
     if not isinstance(name, str) or not _IDENT.fullmatch(name):
@@ -60,11 +128,15 @@ class SinkState(State):
     """One partition of a sink: rows buffered per batch, written by ``write``."""
 
     state_type = StateType.TRANSACTIONAL
+    #: Every partition records every txid, with or without rows (module docstring).
+    commit_empty_batches = True
 
-    def __init__(self, where: str, columns: Sequence[str] | None, partition: int) -> None:
+    def __init__(
+        self, where: str, columns: Sequence[str] | None, partition: int, partitions: int = 1
+    ) -> None:
         self.where = where  # names the sink in errors: its table or stream, its store
         self.columns = None if columns is None else list(columns)
-        self.partition = partition
+        self.partition, self.partitions = partition, partitions
         self._rows: list[list[Any]] = []
         self._tx: int | None = None
 
@@ -90,13 +162,18 @@ class SinkState(State):
 
     def commit(self, txid: int | None) -> None:
         rows, self._rows = self._rows, []
-        if rows:
+        if rows or txid is not None:
             self.write(txid, rows)
 
     def write(self, txid: int | None, rows: list[list[Any]]) -> bool:
-        """Write ``rows`` and record ``txid`` in one transaction if ``decide`` says so;
-        whether it wrote."""
+        """Write ``rows`` and record ``txid`` with the partition count in one
+        transaction if ``decide_in_layout`` says so; whether it wrote."""
         raise NotImplementedError
+
+    def decide(self, txid: int | None, marks: Mapping[int, Mark]) -> bool:
+        return decide_in_layout(
+            txid, marks, partition=self.partition, partitions=self.partitions, where=self.where
+        )
 
     def last_committed_txid(self) -> int | None:
         """The partition's last committed txid, as stored (None: nothing yet)."""

@@ -4,7 +4,10 @@ types are the user's to choose; a missing table is refused, naming it). Bookkeep
 created when missing::
 
     tupletree_sink_txids (sink text, partition integer, txid bigint,
-                          PRIMARY KEY (sink, partition))
+                          partitions integer, PRIMARY KEY (sink, partition))
+
+(``partitions``: the partition count the txid was committed under, sinks/base.py; added
+to a table made before it was kept.)
 
 ``commit(txid)`` is one transaction: make sure the partition's row exists (``INSERT ...
 ON CONFLICT DO NOTHING``), lock it (``SELECT ... FOR UPDATE``: a second writer of the
@@ -29,18 +32,25 @@ from tupletree.trident.state.postgres_map import (
     safe_error,
     table_parts,
 )
-from tupletree.trident.state.sinks.base import SinkFactory, SinkState, check_identifier, decide
+from tupletree.trident.state.sinks.base import Mark, SinkFactory, SinkState, check_identifier
 
 TXIDS = "tupletree_sink_txids"
 
 
 class PostgresSinkState(SinkState):
     def __init__(
-        self, dsn: str, table: str, columns: Sequence[str] | None, sink: str, partition: int
+        self,
+        dsn: str,
+        table: str,
+        columns: Sequence[str] | None,
+        sink: str,
+        partition: int,
+        partitions: int = 1,
     ) -> None:
         psycopg = import_psycopg("PostgresSinkFactory")
         sql = psycopg.sql
-        super().__init__(f"PostgreSQL sink {table!r} at {describe_dsn(dsn)}", columns, partition)
+        where = f"PostgreSQL sink {table!r} at {describe_dsn(dsn)}"
+        super().__init__(where, columns, partition, partitions)
         self._psycopg, self._sql = psycopg, sql
         self.table = sql.Identifier(*table_parts(table))
         self.sink, self.dsn = sink, dsn
@@ -56,8 +66,10 @@ class PostgresSinkState(SinkState):
         with contextlib.suppress(psycopg.errors.UniqueViolation), conn.transaction():
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {TXIDS} (sink text NOT NULL, partition integer "
-                "NOT NULL, txid bigint, PRIMARY KEY (sink, partition))"
+                "NOT NULL, txid bigint, partitions integer, PRIMARY KEY (sink, partition))"
             )
+        with conn.transaction():
+            conn.execute(f"ALTER TABLE {TXIDS} ADD COLUMN IF NOT EXISTS partitions integer")
 
     def _connection(self) -> Any:
         """The connection, opened again if it dropped (the batch that saw it drop failed)."""
@@ -69,6 +81,15 @@ class PostgresSinkState(SinkState):
                 raise StoreError(message, store=self.where) from None
         return self._conn
 
+    def _insert(self) -> Any:
+        assert self.columns is not None
+        sql = self._sql
+        return sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            self.table,
+            sql.SQL(", ").join(sql.Identifier(check_identifier("column", c)) for c in self.columns),
+            sql.SQL(", ").join(sql.Placeholder() * len(self.columns)),
+        )
+
     def last_committed_txid(self) -> int | None:
         conn = self._connection()
         with conn.transaction():
@@ -79,13 +100,7 @@ class PostgresSinkState(SinkState):
         return None if row is None else row[0]
 
     def write(self, txid: int | None, rows: list[list[Any]]) -> bool:
-        assert self.columns is not None
-        sql, conn = self._sql, self._connection()
-        insert = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
-            self.table,
-            sql.SQL(", ").join(sql.Identifier(check_identifier("column", c)) for c in self.columns),
-            sql.SQL(", ").join(sql.Placeholder() * len(self.columns)),
-        )
+        conn = self._connection()
         try:
             with conn.transaction():
                 key = [self.sink, self.partition]
@@ -94,18 +109,27 @@ class PostgresSinkState(SinkState):
                     "ON CONFLICT DO NOTHING",
                     key,
                 )
-                (last,) = conn.execute(
+                conn.execute(
                     f"SELECT txid FROM {TXIDS} WHERE sink = %s AND partition = %s FOR UPDATE",
                     key,
-                ).fetchone()
-                if not decide(txid, last, partition=self.partition):
+                )
+                marks = {
+                    q: Mark(t, n)
+                    for q, t, n in conn.execute(
+                        f"SELECT partition, txid, partitions FROM {TXIDS} WHERE sink = %s",
+                        [self.sink],
+                    )
+                }
+                if not self.decide(txid, marks):
                     return False
-                with conn.cursor() as cur:
-                    cur.executemany(insert, rows)
+                if rows:
+                    with conn.cursor() as cur:
+                        cur.executemany(self._insert(), rows)
                 if txid is not None:
                     conn.execute(
-                        f"UPDATE {TXIDS} SET txid = %s WHERE sink = %s AND partition = %s",
-                        [txid, *key],
+                        f"UPDATE {TXIDS} SET txid = %s, partitions = %s "
+                        "WHERE sink = %s AND partition = %s",
+                        [txid, self.partitions, *key],
                     )
             return True
         except self._psycopg.OperationalError as exc:
@@ -135,4 +159,6 @@ class PostgresSinkFactory(SinkFactory):
     def make_state(
         self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
     ) -> State:
-        return PostgresSinkState(self.dsn, self.table, self.columns, self.sink_id, partition_index)
+        return PostgresSinkState(
+            self.dsn, self.table, self.columns, self.sink_id, partition_index, num_partitions
+        )

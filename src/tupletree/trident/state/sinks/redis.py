@@ -13,7 +13,10 @@ the stream key holds a stream (or nothing).
 
 Layout: the stream ``<stream>``; the txid of partition ``p`` in the string key
 ``<txid_prefix><p>`` (default ``<stream>:txid:``), one key per partition so partitions
-never make one another's ``WATCH`` fail. ``maxlen`` (default None: unbounded, the
+never make one another's ``WATCH`` fail, as ``<txid>/<partitions>`` (the partition count
+it was committed under, sinks/base.py; a bare ``<txid>`` from before it was kept is
+read too). The other partitions' keys are read, not watched: within a txid every
+partition comes to the same decision about them. ``maxlen`` (default None: unbounded, the
 consumers' business) trims the stream approximately on each ``XADD``. Durability is
 Redis's persistence setting (``appendonly yes``): without it a restart of Redis loses
 rows and txids alike.
@@ -28,7 +31,7 @@ from tupletree.extras import require
 from tupletree.redact import redact, scrub, secrets
 from tupletree.store import StoreError
 from tupletree.trident.state.base import State
-from tupletree.trident.state.sinks.base import SinkFactory, SinkState, decide
+from tupletree.trident.state.sinks.base import Mark, SinkFactory, SinkState
 
 MAX_ATTEMPTS = 20
 SOCKET_TIMEOUT_SECS = 10.0
@@ -44,20 +47,33 @@ class RedisSinkState(SinkState):
         txid_prefix: str,
         partition: int,
         maxlen: int | None,
+        partitions: int = 1,
     ) -> None:
         redis = require("redis", "redis", "RedisSinkFactory")
-        super().__init__(f"Redis sink stream {stream!r} at {redact(url)}", columns, partition)
+        where = f"Redis sink stream {stream!r} at {redact(url)}"
+        super().__init__(where, columns, partition, partitions)
         self._secrets = secrets(url)
         self._redis = redis
         self.stream, self.maxlen = stream, maxlen
+        self.txid_prefix = txid_prefix
         self.txid_key = f"{txid_prefix}{partition}"
         self.client = redis.Redis.from_url(
             url, socket_timeout=SOCKET_TIMEOUT_SECS, socket_connect_timeout=SOCKET_TIMEOUT_SECS
         )
 
     def last_committed_txid(self) -> int | None:
-        raw = self._call(lambda: self.client.get(self.txid_key))
-        return None if raw is None else int(raw)
+        return _mark(self._call(lambda: self.client.get(self.txid_key))).txid
+
+    def _marks(self, pipe: Any) -> dict[int, Mark]:
+        """Every partition's record: those of this layout's count, then those of any
+        larger count they name (an earlier layout of more partitions)."""
+        count = self.partitions
+        marks = _marks(pipe.mget([f"{self.txid_prefix}{q}" for q in range(count)]), 0)
+        more = max([m.partitions or 0 for m in marks.values()], default=0)
+        if more > count:
+            keys = [f"{self.txid_prefix}{q}" for q in range(count, more)]
+            marks.update(_marks(pipe.mget(keys), count))
+        return marks
 
     def _call(self, fn: Any) -> Any:
         try:
@@ -88,15 +104,13 @@ class RedisSinkState(SinkState):
                     kind = pipe.type(self.stream)
                     if kind not in (b"none", b"stream"):
                         raise TypeError(f"{self.where}: the key holds a {kind.decode()}")
-                    raw = pipe.get(self.txid_key)
-                    last = None if raw is None else int(raw)
-                    if not decide(txid, last, partition=self.partition):
+                    if not self.decide(txid, self._marks(pipe)):
                         return False
                     pipe.multi()
                     for entry in entries:
                         pipe.xadd(self.stream, entry, maxlen=self.maxlen, approximate=True)
                     if txid is not None:
-                        pipe.set(self.txid_key, txid)
+                        pipe.set(self.txid_key, f"{txid}/{self.partitions}")
                     pipe.execute()
                     return True
                 except self._redis.WatchError:
@@ -106,6 +120,17 @@ class RedisSinkState(SinkState):
             f"{MAX_ATTEMPTS} tries (another writer of this partition?)",
             store=self.where,
         )
+
+
+def _mark(raw: bytes | None) -> Mark:
+    if raw is None:
+        return Mark(None, None)
+    txid, _, partitions = raw.decode().partition("/")
+    return Mark(int(txid), int(partitions) if partitions else None)
+
+
+def _marks(raws: list[bytes | None], first: int) -> dict[int, Mark]:
+    return {first + i: _mark(raw) for i, raw in enumerate(raws) if raw is not None}
 
 
 class RedisSinkFactory(SinkFactory):
@@ -132,5 +157,11 @@ class RedisSinkFactory(SinkFactory):
         self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
     ) -> State:
         return RedisSinkState(
-            self.url, self.stream, self.columns, self.txid_prefix, partition_index, self.maxlen
+            self.url,
+            self.stream,
+            self.columns,
+            self.txid_prefix,
+            partition_index,
+            self.maxlen,
+            num_partitions,
         )
