@@ -299,9 +299,30 @@ def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
     return merged
 
 
+# Keys a component's override cannot change: the acker tasks and the timeouts of trees
+# (which span components) are the topology's. Storm drops them from a component's
+# config; tupletree says so, since a user who sets one expects it to hold.
+TOPOLOGY_ONLY = frozenset(
+    {
+        Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+        Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
+        Config.TOPOLOGY_ACKER_EXECUTORS,
+    }
+)
+
+
 def validate_component_conf(component: str, conf: Mapping[str, Any]) -> None:
-    """Check per-component overrides (``add_configuration``) with the same rules."""
+    """Check per-component overrides (``add_configuration``) with the same rules, and
+    refuse the keys only the topology's config sets (``TOPOLOGY_ONLY``)."""
     for key, value in conf.items():
+        if key in TOPOLOGY_ONLY:
+            raise InvalidConfigError(
+                f"component {component!r}: config key {key!r} is the topology's, not a "
+                "component's (every tree is timed out and acked by the topology's "
+                "setting): set it in the topology's config",
+                key=key,
+                value=value,
+            )
         setting = SETTINGS.get(key)
         problem = setting.check(value) if setting else None
         if problem is not None:

@@ -399,6 +399,13 @@ class LocalCluster(ClusterBase):
         remaining = float(secs)
         while remaining > 0:
             step = min(1.0, remaining)
+            # Stop at every timer due on the way, so a duty with a period under the
+            # step (a 0.5 s timeout, 0.25 s ticks) fires as often as its period says.
+            now = clock.now()
+            for worker in self._workers.values():
+                due = worker.next_timer_due()
+                if due is not None and now < due < now + step:
+                    step = due - now
             clock.advance(step)
             remaining -= step
             for worker in list(self._workers.values()):

@@ -20,13 +20,15 @@ class RealClock:
 class SimulatedClock:
     simulated = True
 
+    # Kept in whole nanoseconds: summing float steps (0.1 ten times is
+    # 0.9999999999999999) would make a timer due at 1.0 depend on how time was sliced.
     def __init__(self, start: float = 0.0) -> None:
-        self._now = start
+        self._ns = round(start * 1e9)
 
     def now(self) -> float:
-        return self._now
+        return self._ns / 1e9
 
     def advance(self, secs: float) -> None:
         if secs < 0:
             raise ValueError(f"cannot move simulated time backwards by {secs}")
-        self._now += secs
+        self._ns += round(secs * 1e9)

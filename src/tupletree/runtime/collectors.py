@@ -308,7 +308,9 @@ class SpoutOutputCollector(_Base):
         per_task = route.route_batch(checked)
         metrics = self._metrics
         metrics.emitted += len(checked)
-        tracked = msg_id is not None and self._n_ackers > 0
+        # A tree that reaches no task (no rows, or no subscriber) is complete at once:
+        # acked right after next_tuple, as Storm acks a spout tuple with no targets.
+        tracked = msg_id is not None and self._n_ackers > 0 and bool(per_task)
         root: Id = 0
         if tracked:
             root = self._new_id()
@@ -355,7 +357,7 @@ class SpoutOutputCollector(_Base):
         if tracked:
             self._executor.track(root, msg_id)
             deliver[self._acker_tasks[root % self._n_ackers]]((INIT, root, init, self._task))
-        elif msg_id is not None:  # at-most-once: acked right after next_tuple
+        elif msg_id is not None:  # at-most-once, or no task reached: acked after next_tuple
             self._executor.immediate_acks.append(msg_id)
         return list(per_task)
 

@@ -178,6 +178,9 @@ class SpoutExecutor(Executor):
                 self.raises_in_a_row = 0
             if self.immediate_acks:
                 self._ack_immediately()
+                if metrics.emitted == before:  # an empty tracked batch, acked: progress
+                    productive += 1
+                    break
             if metrics.emitted == before:
                 break
             productive += 1

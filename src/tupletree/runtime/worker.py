@@ -385,7 +385,13 @@ class Worker:
         return tick
 
     def _add_timer(self, now: float, period: float, action: Callable[[], None]) -> None:
-        heapq.heappush(self._timers, _Timer(now + period, period, action))
+        heapq.heappush(self._timers, _Timer(round((now + period) * 1e9) / 1e9, period, action))
+
+    @staticmethod
+    def _next_due(timer: _Timer) -> float:
+        # Rounded to whole nanoseconds, as the simulated clock is: 0.1 added three
+        # times must be due at 0.3, not at 0.30000000000000004.
+        return round((timer.due + timer.period) * 1e9) / 1e9
 
     def activate(self) -> None:
         if self.active:
@@ -480,7 +486,7 @@ class Worker:
             timer = heapq.heappop(timers)
             timer.action()
             fired += 1
-            timer.due += timer.period
+            timer.due = self._next_due(timer)
             if timer.due <= now:  # fell behind (a long stall): don't fire a burst
                 timer.due = now + timer.period
             heapq.heappush(timers, timer)

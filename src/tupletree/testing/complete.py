@@ -19,7 +19,7 @@ from tupletree.cluster import Cluster
 from tupletree.testing.feeder import AckFailTracker
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import ComponentSpec, Topology, validate_structure
-from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt, Spout
+from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, BatchBolt, Bolt, Spout
 
 __all__ = ["FixedTupleSpout", "MockedSources", "Results", "complete_topology", "read_tuples"]
 
@@ -169,9 +169,33 @@ class _CapturingBasicBolt(_Wrapping, BasicBolt):
         self.inner.cleanup()
 
 
+class _CapturingBatchCollector(_CapturingCollector):
+    # BatchCollector.emit(values, row, stream): the stream is the second extra arg.
+    _stream_arg = 1
+
+
+class _CapturingBatchBolt(_Wrapping, BatchBolt):
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self._wrapped: dict[int, _CapturingBatchCollector] = {}
+        self.inner.prepare(conf, context)
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        wrapped = self._wrapped.get(id(collector))
+        if wrapped is None:
+            wrapped = self._wrapped[id(collector)] = _CapturingBatchCollector(
+                collector, self.capture
+            )
+        self.inner.execute_batch(batch, wrapped)
+
+    def cleanup(self) -> None:
+        self.inner.cleanup()
+
+
 def _capturing(obj: Any, capture: _Capture) -> Any:
     if isinstance(obj, Spout):
         return _CapturingSpout(obj, capture)
+    if isinstance(obj, BatchBolt):
+        return _CapturingBatchBolt(obj, capture)
     if isinstance(obj, BasicBolt):
         return _CapturingBasicBolt(obj, capture)
     return _CapturingBolt(obj, capture)

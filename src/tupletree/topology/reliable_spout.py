@@ -45,7 +45,7 @@ class ReliableSpout(Spout):
             msg_id = self._replay.popleft()
             entry = self._in_flight.get(msg_id)
             if entry is not None:
-                self.collector.emit(list(entry[0]), msg_id=msg_id, stream=self.stream)
+                self._emit(msg_id, entry[0])
             return
         message = self.next_message()
         if message is None:
@@ -59,7 +59,16 @@ class ReliableSpout(Spout):
         # a bolt that changes it would otherwise change what a replay sends.
         values = list(values)
         self._in_flight[msg_id] = [values, 0]
-        self.collector.emit(list(values), msg_id=msg_id, stream=self.stream)
+        self._emit(msg_id, values)
+
+    def _emit(self, msg_id: Any, values: list[Any]) -> None:
+        """Emit a kept message; an emit that raises counts as a failure of it (replayed,
+        or dead-lettered past ``max_retries``): no tree exists to time it out."""
+        try:
+            self.collector.emit(list(values), msg_id=msg_id, stream=self.stream)
+        except BaseException:
+            self.fail(msg_id)
+            raise
 
     def ack(self, msg_id: Any) -> None:
         if self._in_flight.pop(msg_id, None) is not None:
