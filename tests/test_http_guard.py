@@ -83,7 +83,9 @@ def test_the_machine_names_are_allowed_by_default():
         ("http://localhost", "localhost:80", True),
         ("http://127.0.0.1:9090", "127.0.0.1:8080", False),  # another local port
         ("http://localhost:8080", "127.0.0.1:8080", False),
-        ("https://127.0.0.1:8080", "127.0.0.1:8080", False),
+        ("https://127.0.0.1:8080", "127.0.0.1:8080", True),  # a TLS proxy in front
+        ("https://ui.example.com", "ui.example.com", True),
+        ("https://ui.example.com", "ui.example.com:80", False),
         ("http://evil.example", "127.0.0.1:8080", False),
         ("null", "127.0.0.1:8080", False),
         ("http://127.0.0.1:8080/x", "127.0.0.1:8080", False),

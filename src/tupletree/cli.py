@@ -521,7 +521,12 @@ def cmd_remote(args: argparse.Namespace) -> int:
         else:
             wait = args.wait
             if wait is None:  # Storm's default: the topology's message timeout
-                wait = float(client.topology(args.name).get("msgTimeout") or 0)
+                try:
+                    wait = float(client.topology(args.name).get("msgTimeout") or 0)
+                except UIClientError as exc:
+                    if exc.status != 500:
+                        raise
+                    wait = 0.0  # its page fails (its Spark job ended): nothing in flight
             if args.command == "kill":
                 client.kill(args.name, wait)
                 when = "now" if wait == 0 else f"after {wait:g} s (deactivated now)"

@@ -128,14 +128,17 @@ def foreign_origin(headers: Mapping[str, str], host_header: str | None) -> str |
 
 def same_origin(origin: str, host_header: str | None) -> bool:
     """``Origin`` is ``http://`` + the very host and port of ``Host``."""
+    default = {"http": 80, "https": 443}
     try:
         o = urlsplit(origin)
-        o_port = o.port or 80
+        if o.scheme not in default:
+            return False
+        o_port = o.port or default[o.scheme]
         h = urlsplit(f"//{host_header or ''}")
-        h_port = h.port or 80
+        h_port = h.port or default[o.scheme]  # (a TLS proxy in front: 443)
     except ValueError:
         return False
-    if o.scheme != "http" or o.path not in ("", "/") or o.query or o.username is not None:
+    if o.path not in ("", "/") or o.query or o.username is not None:
         return False
     o_name, h_name = (o.hostname or "").rstrip("."), (h.hostname or "").rstrip(".")
     return bool(o_name) and o_name == h_name and o_port == h_port

@@ -221,6 +221,7 @@ class WebServer:
             handle_signals=False,
             shutdown_timeout=self._shutdown_timeout,
             logger=_request_logger(self.name),
+            access_log=None,
         )
         await runner.setup()
         server = runner.server

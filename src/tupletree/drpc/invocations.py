@@ -152,10 +152,12 @@ class InvocationsClient:
                 self.close()
                 raise
             if resp.status != 200:
-                raise ConnectionError(
+                err = ConnectionError(
                     f"DRPC server {self.host}:{self.port} answered {method} {path} with "
                     f"{resp.status} {resp.reason}: {payload[:200].decode('utf-8', 'replace')}"
                 )
+                err.status = resp.status  # type: ignore[attr-defined]
+                raise err
             return payload
         raise AssertionError("unreachable")
 
@@ -219,6 +221,12 @@ class ResultSender:
                 client.results(batch)
                 return
             except Exception as exc:
+                if getattr(exc, "status", None) == 413 and len(batch) > 1:
+                    # Too large together, maybe not apart: halve it.
+                    half = len(batch) // 2
+                    self._deliver(client, batch[:half])
+                    self._deliver(client, batch[half:])
+                    return
                 if attempt == 0:
                     time.sleep(0.2)
                     continue

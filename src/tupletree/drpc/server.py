@@ -321,6 +321,14 @@ class _Endpoints:
     # -- helpers --------------------------------------------------------------------
 
     async def _body(self, request: web.Request) -> str:
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding != "identity":
+            raise _Refused(
+                400,
+                "bad-request",
+                f"Content-Encoding {encoding[:50]!r} is not accepted: send the body as "
+                "plain UTF-8 (its size is what the bounds count)",
+            )
         length = request.content_length
         if length is None and "chunked" not in request.headers.get("Transfer-Encoding", ""):
             raise _Refused(

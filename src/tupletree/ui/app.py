@@ -54,6 +54,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from tupletree.errors import TopologyRebalancingError
 from tupletree.http_guard import foreign_origin, token_matches
+from tupletree.log_limit import ErrorLogLimiter
 from tupletree.ui import views
 from tupletree.ui.openapi import openapi_document
 from tupletree.ui.prometheus import ClusterCollector
@@ -125,7 +126,15 @@ async def _guard(
     except Exception as exc:  # e.g. SparkJobFailed: the cluster's own words, as JSON
         if not request.path.startswith(API):
             raise
-        log.warning("tupletree ui: %s %s failed", request.method, request.path, exc_info=True)
+        missed = request.app[FAILURES_KEY].admit(type(exc).__name__, time.monotonic())
+        if missed is not None:
+            log.warning(
+                "tupletree ui: %s %s failed (%d such failures not logged before)",
+                request.method,
+                request.path,
+                missed,
+                exc_info=True,
+            )
         return _json_error(500, f"{type(exc).__name__}: {exc}")
 
 
@@ -289,7 +298,14 @@ async def rebalance(request: web.Request) -> web.Response:
     service = _service(request)
     name, wait = request.match_info["name"], _wait_secs(request.match_info["wait"])
     try:
-        body = await request.json() if request.can_read_body else {}
+        async with asyncio.timeout(service.server.header_timeout):
+            body = await request.json() if request.can_read_body else {}
+    except TimeoutError:
+        response = _json_error(
+            408, f"the body did not arrive within {service.server.header_timeout:g} s"
+        )
+        response.force_close()
+        return response
     except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser
         raise ApiError(400, f"the body must be JSON: {exc}") from None
     options = body.get("rebalanceOptions", {}) if isinstance(body, dict) else None
@@ -337,11 +353,13 @@ def _static(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
 SCRAPE_KEY = web.AppKey("scrape", ScrapeCache)
+FAILURES_KEY = web.AppKey("failures", ErrorLogLimiter)
 
 
 def make_app(service: UIService) -> web.Application:
     app = web.Application(middlewares=[_guard], client_max_size=64 * 1024)
     app[SERVICE_KEY] = service
+    app[FAILURES_KEY] = ErrorLogLimiter()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClusterCollector(service.cluster))
     app[REGISTRY_KEY] = registry

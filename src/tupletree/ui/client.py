@@ -33,6 +33,17 @@ NOT_OURS = (
 )
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """tupletree's service never redirects: a redirect is answered as an error, and
+    the token is never sent to the place it names."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class UIClientError(RuntimeError):
     """A call to the web service failed; ``status`` is its HTTP status (None: no answer)."""
 
@@ -69,13 +80,18 @@ class UIClient:
         if body is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECS) as response:
+            with _OPENER.open(request, timeout=TIMEOUT_SECS) as response:
                 raw = response.read(MAX_ANSWER_BYTES)
         except urllib.error.HTTPError as exc:
+            raw = exc.read(MAX_ANSWER_BYTES)
             try:
-                message = json.loads(exc.read(MAX_ANSWER_BYTES))["errorMessage"]
+                message = json.loads(raw)["errorMessage"]
             except (ValueError, KeyError, TypeError):
-                message = f"{exc.reason} ({NOT_OURS})"
+                text = raw.decode("utf-8", "replace").strip()
+                if exc.code == 503 and text.startswith("tupletree-ui: "):
+                    message = text[:300]  # the service's own "too many connections"
+                else:
+                    message = f"{exc.reason} ({NOT_OURS})"
             if exc.code == 401:
                 message = f"{message} (set {TOKEN_ENV} to the web view's token)"
             raise UIClientError(f"{self.url}: {exc.code} {message}", exc.code) from None

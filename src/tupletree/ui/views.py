@@ -17,12 +17,13 @@ A topology's id is its name: ``/api/v1/topology/<name>`` addresses it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
 from tupletree.cluster import ComponentMetrics, TaskError, WorkerEvent
-from tupletree.redact import MASK, is_secret_key
+from tupletree.redact import MASK, is_secret_key, redact
 from tupletree.reliability.protocol import ACKER_COMPONENT
 
 RECENT_ERRORS = 50
@@ -108,7 +109,7 @@ def summary_entry(
     user = {cid: m for cid, m in metrics.items() if cid in topology.components}
     return {
         "id": name,
-        "encodedId": name,
+        "encodedId": quote(name, safe=""),
         "name": name,
         "status": status(info),
         "uptime": uptime_text(info["uptime_secs"]),
@@ -260,13 +261,13 @@ def topology_page(
         }
         if spec.is_spout:
             spouts.append(
-                {"spoutId": spec.id, "encodedSpoutId": spec.id}
+                {"spoutId": spec.id, "encodedSpoutId": quote(spec.id, safe="")}
                 | base
                 | _spout(m, comp_rates.get(spec.id))
             )
         else:
             bolts.append(
-                {"boltId": spec.id, "encodedBoltId": spec.id}
+                {"boltId": spec.id, "encodedBoltId": quote(spec.id, safe="")}
                 | base
                 | _bolt(m, comp_rates.get(spec.id), spec.is_basic)
                 | _window(m)
@@ -312,10 +313,7 @@ def topology_page(
             },
             "errors": [error_entry(name, e, now) for e in errors[-RECENT_ERRORS:]],
             "workerEvents": [event_entry(name, e, now) for e in events[-RECENT_ERRORS:]],
-            "configuration": {
-                k: MASK if v is not None and is_secret_key(k) else _plain(v)
-                for k, v in conf.items()
-            },
+            "configuration": {k: _shown(k, v) for k, v in conf.items()},
         }
         | ({"trident": trident} if (trident := trident_view(metrics)) is not None else {})
     )
@@ -422,8 +420,25 @@ def component_page(
     }
 
 
+def _shown(key: Any, value: Any) -> Any:
+    """A config value as the web view shows it: masked under a secret's name at any
+    depth, credentials redacted from addresses."""
+    if value is not None and is_secret_key(str(key)):
+        return MASK
+    if isinstance(value, str):
+        return redact(value) if ("@" in value or "=" in value) else value
+    if isinstance(value, Mapping):
+        return {str(k): _shown(k, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shown(key, v) for v in value]
+    return _plain(value)
+
+
 def _plain(value: Any) -> Any:
-    """A JSON-safe rendering of a config or metric value (repr for anything else)."""
+    """A JSON-safe rendering of a config or metric value (repr for anything else;
+    None for NaN and infinities, which JSON cannot carry)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
