@@ -147,6 +147,7 @@ class DriverState:
         self.one_shots: dict[tuple[int, type], int] = {}  # (worker, kind) -> attempt taken
         self.gave_up: str | None = None  # why the jobs ended when nobody asked them to
         self.done = False  # the jobs ended for good: stopped, or given up
+        self.started_once = False  # every worker registered once: past the submit
 
     @property
     def num_workers(self) -> int:
@@ -224,7 +225,9 @@ class DriverState:
         self._sync_live()
         if self.registry.stopping:
             return None, []
-        if not self.registry.all_registered or spark_gone:
+        if self.registry.all_registered:
+            self.started_once = True
+        if not (self.registry.all_registered or self.started_once) or spark_gone:
             return None, self._give_up(error or "it ended without being asked to", now)
         restart = self.supervisor.job_ended(worker, first_attempt, now, error)
         if restart is None:
@@ -262,6 +265,7 @@ class DriverState:
         ``num_workers`` workers start again, each from its next attempt, inactive until
         ``set_active``. What they reported so far is folded into the totals; errors,
         logs and restart counts go on."""
+        self.started_once = self.started_once or self.registry.all_registered
         for report in self.reports.values():
             self._fold(report)
         self.reports.clear()

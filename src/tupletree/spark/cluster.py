@@ -68,6 +68,7 @@ class RunningTopology:
         self.launcher = launcher
         self.submitted_at = time.monotonic()
         self.lock = threading.RLock()
+        self.killed = False
 
 
 class SparkCluster(ClusterBase):
@@ -186,6 +187,7 @@ class SparkCluster(ClusterBase):
         """Stop the workers (they deactivate and drain briefly) and end the Spark jobs
         (after a rebalance in progress)."""
         running = self._get(name)
+        running.killed = True  # ends a rebalance's wait for the trees in flight
         with running.lock:
             running.launcher.stop(timeout=15.0)
             self._running.pop(name, None)
@@ -223,16 +225,24 @@ class SparkCluster(ClusterBase):
                     return  # killed before this thread took the lock: nothing to lay out
                 was_active = launcher.read(lambda s: s.active)
                 launcher.set_active(False)
-                since = time.monotonic()
-                launcher.wait(lambda s: s.drained(since) or None, plan.wait_secs)
-                main = _worker_main(name, running.blob, conf, running.layout, plan.executors)
-                launcher.relaunch(main, plan.workers)
-                running.conf, running.executors = conf, plan.executors
-                problem = _wait_ready(launcher)
-                if problem is not None:
-                    raise SparkJobFailed(f"topology {name!r}, rebalancing: {problem}")
-                if was_active:
-                    launcher.set_active(True)
+                try:
+                    since = time.monotonic()
+                    launcher.wait(
+                        lambda s: running.killed or s.drained(since) or None, plan.wait_secs
+                    )
+                    if running.killed:
+                        return
+                    main = _worker_main(name, running.blob, conf, running.layout, plan.executors)
+                    # The launcher runs the requested layout from here on, whatever follows.
+                    running.conf, running.executors = conf, plan.executors
+                    launcher.relaunch(main, plan.workers)
+                    problem = _wait_ready(launcher)
+                    if problem is not None:
+                        raise SparkJobFailed(f"topology {name!r}, rebalancing: {problem}")
+                finally:
+                    # Supervision restarts the workers; each is activated as it is ready.
+                    if was_active and not running.killed:
+                        launcher.set_active(True)
 
         return run
 

@@ -211,8 +211,17 @@ class UIService:
                 raise RuntimeError(f"{len(self._kills)} kills are already waiting")
         # During a rebalance the topology is deactivated already; the kill below
         # waits for the rebalance's end (both clusters' kill_topology do).
-        with contextlib.suppress(TopologyRebalancingError):
+        try:
             self.cluster.deactivate(name)
+        except TopologyRebalancingError:
+            # The rebalance activates it again when it ends: deactivate it then.
+            def deactivate_after_rebalance() -> None:
+                while self.cluster.rebalancing(name):
+                    time.sleep(0.05)
+                with contextlib.suppress(Exception):
+                    self.cluster.deactivate(name)
+
+            threading.Thread(target=deactivate_after_rebalance, daemon=True).start()
         asked_at = time.monotonic()
 
         def kill() -> None:
