@@ -200,6 +200,16 @@ class UIService:
 
     # -- steering ---------------------------------------------------------------------
 
+    def _deactivate_after_rebalance(self, name: str, asked_at: float) -> None:
+        while self.cluster.rebalancing(name):
+            if self._stopping.wait(0.05):
+                return
+        # Gone meanwhile, or another topology under the name (younger than the ask):
+        # nothing to deactivate.
+        with contextlib.suppress(Exception):
+            if self.cluster.topology_info(name)["uptime_secs"] >= time.monotonic() - asked_at:
+                self.cluster.deactivate(name)
+
     def kill_later(self, name: str, wait_secs: float) -> None:
         """Storm's kill with a wait: deactivate now, kill after ``wait_secs``; unless
         the topology running under ``name`` then is another one, submitted after this
@@ -209,20 +219,16 @@ class UIService:
             self._kills = [t for t in self._kills if t.is_alive()]
             if len(self._kills) >= MAX_PENDING_KILLS:
                 raise RuntimeError(f"{len(self._kills)} kills are already waiting")
-        # During a rebalance the topology is deactivated already; the kill below
-        # waits for the rebalance's end (both clusters' kill_topology do).
+        asked_at = time.monotonic()
         try:
             self.cluster.deactivate(name)
         except TopologyRebalancingError:
-            # The rebalance activates it again when it ends: deactivate it then.
-            def deactivate_after_rebalance() -> None:
-                while self.cluster.rebalancing(name):
-                    time.sleep(0.05)
-                with contextlib.suppress(Exception):
-                    self.cluster.deactivate(name)
-
-            threading.Thread(target=deactivate_after_rebalance, daemon=True).start()
-        asked_at = time.monotonic()
+            # The rebalance puts back the status it found when it ends: deactivate the
+            # topology then (the kill below waits for the rebalance's end anyway).
+            # One such thread per kill asked, whose timer counts in MAX_PENDING_KILLS.
+            threading.Thread(
+                target=self._deactivate_after_rebalance, args=(name, asked_at), daemon=True
+            ).start()
 
         def kill() -> None:
             try:
