@@ -12,11 +12,14 @@ import sys
 import textwrap
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+from tupletree import Config, FailedException, Fields  # noqa: E402
 from tupletree.connectors.kafka import (  # noqa: E402
     TridentKafkaStateFactory,
     TridentKafkaStateUpdater,
@@ -24,9 +27,13 @@ from tupletree.connectors.kafka import (  # noqa: E402
 from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker  # noqa: E402
 from tupletree.connectors.kafka.trident_state import (  # noqa: E402
     TridentKafkaError,
-    last_marker_txid,
+    last_marks,
 )
+from tupletree.trident import TridentTopology  # noqa: E402
 from tupletree.trident.state import BatchBehindError, StateType  # noqa: E402
+from tupletree.trident.state.sinks import Mark  # noqa: E402
+
+from ..trident.support import SeqTransactional, sim_conf  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
@@ -236,8 +243,104 @@ def test_transactional_ids_are_stable_per_topology_component_and_partition() -> 
         TridentKafkaStateFactory("out", producer_config={"transactional.id": "x"})
 
 
-def test_last_marker_txid_takes_the_last_of_its_key() -> None:
-    records = [(b"a", b'{"txid": 1}'), (b"b", b'{"txid": 9}'), (b"a", b'{"txid": 2}'), (b"b", None)]
-    assert last_marker_txid(records, b"a") == 2
-    assert last_marker_txid(records, b"b") == 9
-    assert last_marker_txid(records, b"c") is None
+def test_last_marks_take_the_last_marker_of_each_partition_of_the_prefix() -> None:
+    """Per ``<prefix>-<partition>``, the last marker (a tombstone does not undo it), with
+    the partition count it was committed under (None: written before counts were kept);
+    other prefixes' markers are not this sink's."""
+    records = [
+        (b"out-0", b'{"txid": 1}'),
+        (b"out-1", b'{"txid": 9, "partitions": 2}'),
+        (b"out-0", b'{"txid": 2, "partitions": 3}'),
+        (b"out-1", None),
+        (b"out-x-0", b'{"txid": 7, "partitions": 1}'),
+        (b"other-2", b'{"txid": 5, "partitions": 3}'),
+    ]
+    assert last_marks(records, "out") == {0: Mark(2, 3), 1: Mark(9, 2)}
+    assert last_marks(records, "out-x") == {0: Mark(7, 1)}
+    assert last_marks(records, "none") == {}
+
+
+# -- a resubmit with another parallelism (docs/trident-state.md 'Changing parallelism')
+
+
+def _progress_conf(tmp_path: Any) -> dict[str, Any]:
+    return sim_conf(
+        **{
+            Config.TOPOLOGY_TRIDENT_PROGRESS_STORE: "sqlite",
+            Config.TOPOLOGY_TRIDENT_PROGRESS_STORE_CONFIG: {"path": str(tmp_path / "progress.db")},
+        }
+    )
+
+
+class KafkaFailAfterCommit(TridentKafkaStateFactory):
+    """The Kafka sink whose commit of ``fail_txid`` commits its transaction, then fails
+    the batch (a worker dying between the sink's commit and the coordinator's record)."""
+
+    def __init__(self, *args: Any, fail_txid: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.fail_txid = fail_txid
+
+    def make_state(self, conf: Any, metrics: Any, index: int, partitions: int) -> Any:
+        state = super().make_state(conf, metrics, index, partitions)
+        inner, fail_txid = state.commit, self.fail_txid
+
+        def commit(txid: Any) -> None:
+            inner(txid)
+            if txid == fail_txid:
+                raise FailedException(f"test: dying after the sink committed txid {txid}")
+
+        state.commit = commit
+        return state
+
+
+def _kafka_topology(spout: Any, factory: Any, parallelism: int) -> Any:
+    topology = TridentTopology()
+    topology.new_stream("seq", spout).partition_by(Fields("word")).partition_persist(
+        factory, Fields("word"), TridentKafkaStateUpdater()
+    ).parallelism_hint(parallelism)
+    return topology.build()
+
+
+def test_a_resubmit_with_another_parallelism_after_a_kill_writes_each_record_once(
+    sim_cluster: Any, tmp_path: Any, broker: Any
+) -> None:
+    """A transactional partitioned spout (2 partitions x 12 records, distinct words) is
+    written with ``partition_by(word)`` into ``TridentKafkaStateFactory`` (the output
+    topic has one partition) at parallelism 1. The worker dies after the sink
+    committed txid 2 but before the coordinator recorded it; the user resubmits under
+    the same name, progress store and transactional_id_prefix with the sink at
+    parallelism 2. docs/trident-state.md promises the Kafka sink exactly once
+    behind a transactional spout with no shuffle ("a replayed batch is not written
+    twice"), and 'Changing parallelism' that a resubmit with another parallelism
+    neither duplicates nor loses rows. Seen before the fix: txid 2's records that went
+    to partition 1 were in the topic twice (p1-4 .. p1-7): new partition 1's transactional.id has no
+    marker, so it appends the replayed records old partition 0 had written (likewise
+    2 -> 3; and 2 -> 1 after a part-commit by partition 1 only writes them twice or,
+    the other way round, loses them). Root cause: ``TridentKafkaState.commit``
+    decides with ``decide`` on its own transactional.id's marker only (no partition
+    count, no other partitions' markers), unlike the SQL/Redis sinks'
+    ``decide_in_layout``."""
+    topic = new_topic(broker)
+    prefix = f"layout-{topic}"
+    spout = SeqTransactional(None, partitions=2, records=12, per_batch=4)
+    words = [f"p{p}-{i}" for p in range(2) for i in range(12)]
+    first = KafkaFailAfterCommit(
+        topic,
+        broker.bootstrap_servers,
+        message_field="word",
+        transactional_id_prefix=prefix,
+        fail_txid=2,
+    )
+    conf = _progress_conf(tmp_path)
+    sim_cluster.submit_topology("ksink", conf, _kafka_topology(spout, first, 1))
+    sim_cluster.advance_time(8)
+    sim_cluster.kill_topology("ksink")
+    written = read(broker, topic)
+    assert len(written) == 16, written  # txids 1 and 2, 4 records of each spout partition
+    second = TridentKafkaStateFactory(
+        topic, broker.bootstrap_servers, message_field="word", transactional_id_prefix=prefix
+    )
+    sim_cluster.submit_topology("ksink", conf, _kafka_topology(spout, second, 2))
+    sim_cluster.advance_time(15)
+    got = Counter(v.decode() for v in read(broker, topic))
+    assert dict(got) == dict.fromkeys(words, 1)

@@ -70,12 +70,12 @@ def sim_conf(**extra: Any) -> dict[str, Any]:
     return {Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 100, **extra}
 
 
-def memory_counts(factory: MemoryMapState.Factory, partitions: int) -> dict[Any, Any]:
-    """What a memory map state holds, over all its partitions: key -> current value."""
+def memory_counts(factory: MemoryMapState.Factory, partitions: int = 1) -> dict[Any, Any]:
+    """What a memory map state holds (its partitions share one map): key -> current
+    value."""
     out = {}
-    for p in range(partitions):
-        for *key, value in MemoryMapState(f"{factory.id}-{p}", p).get_tuples():
-            out[key[0] if len(key) == 1 else tuple(key)] = value
+    for *key, value in MemoryMapState(factory.id).get_tuples():
+        out[key[0] if len(key) == 1 else tuple(key)] = value
     return out
 
 

@@ -5,6 +5,8 @@ before its fix (the docstrings say what a user saw)."""
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from typing import Any
 
 from tupletree import Config, FailedException, Fields
@@ -13,7 +15,7 @@ from tupletree.trident.builtin import Count
 from tupletree.trident.state import MapState, SqliteMapState, State, StateFactory
 
 from ..registry import Box
-from .support import SeqOpaque, SeqTransactional, sim_conf
+from .support import SeqOpaque, SeqTransactional, memory_counts, sim_conf
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -272,3 +274,43 @@ def test_a_sink_resubmitted_with_more_partitions_after_a_kill_writes_each_row_on
     with sqlite3.connect(path) as db:
         rows = dict(db.execute("SELECT word, COUNT(*) FROM events GROUP BY word").fetchall())
     assert rows == dict.fromkeys(words, 1)
+
+
+def test_a_memory_map_state_resubmitted_wider_keeps_each_words_whole_count(
+    sim_cluster: Any, tmp_path: Any
+) -> None:
+    """A word count (``persistent_aggregate(MemoryMapState.Factory("mm"), Count())``,
+    grouped by word, 5 distinct words over 24 records) runs in a LocalCluster at
+    parallelism 2 with a SQLite progress store, is killed after a batch, and is
+    resubmitted in the same process under the same name and stores (the same-named
+    memory factory) at parallelism 3. docs/trident-state.md 'Changing parallelism': "a
+    topology submitted again (same names, same stores) with another parallelism_hint for
+    a state resumes where it stopped, and deals keys to partitions anew"; opaque map
+    behind a transactional spout: exactly once. Seen before the fix: a word's count
+    was split between the old partition's map and the new one's (w0: 3 in partition
+    0's, 2 in partition 1's): the memory map kept a map per partition index. Now a
+    factory's partitions share one map, as a durable map's share one table."""
+    from tupletree.trident.builtin import Count
+    from tupletree.trident.state import MemoryMapState
+
+    spout = SeqTransactional(None, partitions=2, records=12, per_batch=4, words=5)
+    emitter = spout.get_emitter(None, None)
+    expected = Counter(emitter.word(f"p{p}", i) for p in range(2) for i in range(12))
+    name = f"mm-{uuid.uuid4().hex[:8]}"
+
+    def topology(parallelism: int) -> Any:
+        t = TridentTopology()
+        t.new_stream("seq", spout).group_by(Fields("word")).persistent_aggregate(
+            MemoryMapState.Factory(name), Count(), Fields("count")
+        ).parallelism_hint(parallelism)
+        return t.build()
+
+    sim_cluster.submit_topology("wc", _progress_conf(tmp_path), topology(2))
+    sim_cluster.advance_time(1.5)
+    sim_cluster.kill_topology("wc")
+    sim_cluster.submit_topology("wc", _progress_conf(tmp_path), topology(3))
+    sim_cluster.advance_time(15)
+    try:
+        assert memory_counts(MemoryMapState.Factory(name)) == dict(expected)
+    finally:
+        MemoryMapState.Factory(name).forget()

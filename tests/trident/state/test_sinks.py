@@ -284,3 +284,39 @@ def test_decide_in_layout_takes_records_without_a_count_as_this_layouts() -> Non
     assert decide_in_layout(3, marks, partition=1, **args) is True
     assert decide_in_layout(3, marks, partition=3, **args) is True
     assert decide_in_layout(None, marks, partition=0, **args) is True
+
+
+def test_redis_sink_back_to_fewer_partitions_sees_a_part_committed_by_a_high_partition() -> None:
+    """A Redis sink runs at 2 partitions through txid 1. The user resubmits it at 4;
+    the worker dies in txid 2's commit after partition 3 committed its row and before
+    partitions 0-2 did. The user goes back to 2 partitions. docs/trident-state.md
+    ('Changing parallelism'): a txid the old layout committed in part is refused with
+    SinkLayoutError (as the SQLite and PostgreSQL sinks do here), never written twice.
+    Seen before the fix: the Redis sink wrote txid 2's row again (``partition 3's`` row is in the
+    stream twice). Root cause: ``RedisSinkState._marks`` (sinks/redis.py:67-76) reads
+    the keys of partitions 0..count-1 and looks further only up to the largest count
+    *those* keys name; here they still name 2 (from the first layout), so key 3's
+    ``2/4`` is never read."""
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis at {REDIS_URL} is not reachable: {exc}")
+    stream = f"adv-sink-{uuid.uuid4().hex[:8]}"
+    factory = RedisSinkFactory(stream, REDIS_URL, ["word"])
+    try:
+        first = [factory.make_state({}, None, p, 2) for p in range(2)]
+        commit(first[0], 1, [["a"]])
+        commit(first[1], 1, [["b"]])
+        wide = factory.make_state({}, None, 3, 4)
+        commit(wide, 2, [["c"]])  # only partition 3 of 4 committed txid 2, then a kill
+        back = [factory.make_state({}, None, p, 2) for p in range(2)]
+        for p, rows in ((0, [["c"]]), (1, [])):  # txid 2's row now goes to partition 0
+            with pytest.raises(SinkLayoutError, match="batch 2 was committed by partitions"):
+                commit(back[p], 2, rows)
+    finally:
+        words = [f[b"word"].decode() for _id, f in client.xrange(stream)]
+        client.delete(stream, *client.keys(f"{stream}:txid:*"))
+        client.close()
+    assert sorted(words) == ["a", "b", "c"]

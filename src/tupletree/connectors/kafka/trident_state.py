@@ -24,10 +24,12 @@ partition per state partition: that partition's last record is the marker wanted
 reading it back costs the tail of one partition, not the topic (compaction keeps one
 marker per transactional.id on a broker that compacts). At start, after
 ``init_transactions`` (so no other instance can still commit), a ``read_committed``
-consumer reads the marker partition's tail back to the last marker of this
-transactional.id; a batch at that txid is then skipped, one below it refused
-(``BatchBehindError``: a zombie or a reset progress store), as every sink does
-(trident/state/sinks/base.py).
+consumer reads the marker topic back: the last marker of every ``<prefix>-<q>``, with
+the partition count it was committed under (markers are written every batch, empty
+ones too). ``decide_in_layout`` then decides each batch as every sink does
+(trident/state/sinks/base.py): a txid an earlier layout (another parallelism) committed
+whole is skipped, one it committed in part refused (``SinkLayoutError``); else a batch at
+this partition's txid is skipped, one below it refused (``BatchBehindError``).
 
 Errors: ``commit_transaction`` is tried again on a retriable error; an error that
 requires an abort aborts and raises (the batch fails and is replayed with its txid); a
@@ -53,12 +55,11 @@ from tupletree.connectors.kafka.client import KafkaErrors, client_config
 from tupletree.redact import redact
 from tupletree.trident.state.base import State
 from tupletree.trident.state.operations import BaseStateUpdater
-from tupletree.trident.state.sinks.base import SinkFactory, decide
+from tupletree.trident.state.sinks.base import Mark, SinkFactory, decide_in_layout
 
 MARKER_SUFFIX = "-tupletree-txids"
 TIMEOUT_SECS = 30.0
 COMMIT_TRIES = 5
-_FIRST_WINDOW = 64  # offsets read back from the marker partition's end, doubled as needed
 
 
 class TridentKafkaError(RuntimeError):
@@ -79,14 +80,19 @@ def _rebuild(message: str, transactional_id: str) -> TridentKafkaError:
 Record = tuple[bytes | None, bytes | None]  # (key, value)
 
 
-def last_marker_txid(records: Iterable[Record], key: bytes) -> int | None:
-    """The txid of the last marker keyed ``key`` among ``(key, value)`` records in log
-    order (None if there is none). Pure."""
-    last = None
+def last_marks(records: Iterable[Record], prefix: str) -> dict[int, Mark]:
+    """The last marker of each ``<prefix>-<partition>`` among ``(key, value)`` records in
+    log order, as partition -> Mark (its txid and the partition count it was committed
+    under; None from before counts were kept). Pure."""
+    head = prefix.encode() + b"-"
+    marks: dict[int, Mark] = {}
     for k, v in records:
-        if k == key and v is not None:
-            last = int(json.loads(v)["txid"])
-    return last
+        if k is None or v is None or not k.startswith(head) or not k[len(head) :].isdigit():
+            continue
+        body = json.loads(v)
+        count = body.get("partitions")
+        marks[int(k[len(head) :])] = Mark(int(body["txid"]), None if count is None else int(count))
+    return marks
 
 
 def _encode(what: str, field: str, value: Any) -> bytes | None:
@@ -109,11 +115,13 @@ class TridentKafkaState(State):
         transactional_id: str,
         partition: int,
         partitions: int,
+        prefix: str | None = None,
     ) -> None:
         from confluent_kafka import Producer
 
-        self.factory, self.partition = factory, partition
+        self.factory, self.partition, self.partitions = factory, partition, partitions
         self.transactional_id = transactional_id
+        self.prefix = transactional_id.rsplit("-", 1)[0] if prefix is None else prefix
         self.where = (
             f"TridentKafkaState topic {factory.topic!r} at {redact(factory.bootstrap_servers)} "
             f"(transactional.id {transactional_id!r})"
@@ -130,8 +138,20 @@ class TridentKafkaState(State):
             }
         )
         self._kafka("init_transactions", lambda: self.producer.init_transactions(TIMEOUT_SECS))
-        self.marker_partition = partition % self._ensure_marker_topic(partitions)
-        self.last = self._read_last_txid()
+        self.marker_partitions = self._ensure_marker_topic(partitions)
+        self.marker_partition = partition % self.marker_partitions
+        # every partition's last marker, of any layout (sinks/base.py decide_in_layout):
+        # an earlier layout's do not change while this one runs
+        self.marks = self._read_marks()
+
+    #: Every partition records every txid, with or without records (sinks/base.py).
+    commit_empty_batches = True
+
+    @property
+    def last(self) -> int | None:
+        """This partition's last committed txid (None: nothing yet)."""
+        mark = self.marks.get(self.partition)
+        return None if mark is None else mark.txid
 
     # -- start ----------------------------------------------------------------------
 
@@ -170,10 +190,9 @@ class TridentKafkaState(State):
             )
         return len(info.partitions)
 
-    def _read_last_txid(self) -> int | None:
-        """The txid of this transactional.id's last committed marker, reading back from
-        the marker partition's end in growing windows (tansu may misreport the end: a
-        low answer only means reading more)."""
+    def _read_marks(self) -> dict[int, Mark]:
+        """The last committed marker of every ``<prefix>-<partition>``, reading each
+        marker partition whole (compaction keeps one marker per transactional.id)."""
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
         consumer = Consumer(
@@ -185,24 +204,22 @@ class TridentKafkaState(State):
                 "enable.partition.eof": True,
             }
         )
-        key = self.transactional_id.encode()
-        tp = TopicPartition(self.factory.marker_topic, self.marker_partition)
+        topic = self.factory.marker_topic
+        records: list[Record] = []
         try:
-            low, high = self._kafka(
-                "reading the marker's offsets",
-                lambda: consumer.get_watermark_offsets(tp, timeout=TIMEOUT_SECS),
-            )
-            window = _FIRST_WINDOW
-            while True:
-                start = max(low, high - window)
-                consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
-                records = []
+            for q in range(self.marker_partitions):
+                tp = TopicPartition(topic, q)
+                low, _high = self._kafka(
+                    "reading the markers' offsets",
+                    lambda tp=tp: consumer.get_watermark_offsets(tp, timeout=TIMEOUT_SECS),
+                )
+                consumer.assign([TopicPartition(topic, q, low)])
                 deadline = time.monotonic() + TIMEOUT_SECS
                 while True:
                     if time.monotonic() > deadline:
                         raise TridentKafkaError(
-                            f"{self.where}: no end of marker partition {tp.partition} of "
-                            f"{tp.topic!r} within {TIMEOUT_SECS} s",
+                            f"{self.where}: no end of marker partition {q} of {topic!r} "
+                            f"within {TIMEOUT_SECS} s",
                             transactional_id=self.transactional_id,
                         )
                     msg = consumer.poll(0.5)
@@ -212,16 +229,13 @@ class TridentKafkaState(State):
                         if msg.error().code() == KafkaError._PARTITION_EOF:
                             break
                         raise TridentKafkaError(
-                            f"{self.where}: reading the marker: {msg.error().str()}",
+                            f"{self.where}: reading the markers: {msg.error().str()}",
                             transactional_id=self.transactional_id,
                         )
                     records.append((msg.key(), msg.value()))
-                found = last_marker_txid(records, key)
-                if found is not None or start <= low:
-                    return found
-                window *= 2
         finally:
             consumer.close()
+        return last_marks(records, self.prefix)
 
     # -- batches --------------------------------------------------------------------
 
@@ -239,11 +253,20 @@ class TridentKafkaState(State):
         records, self._records = self._records, []
         if self._dead is not None:
             raise TridentKafkaError(self._dead, transactional_id=self.transactional_id)
-        if not records or not decide(txid, self.last, partition=self.partition):
+        if txid is None:
+            if records:
+                self._transaction(txid, records)
+            return
+        if not decide_in_layout(
+            txid,
+            self.marks,
+            partition=self.partition,
+            partitions=self.partitions,
+            where=self.where,
+        ):
             return
         self._transaction(txid, records)
-        if txid is not None:
-            self.last = txid
+        self.marks[self.partition] = Mark(txid, self.partitions)
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None and self._delivery_error is None:
@@ -269,7 +292,9 @@ class TridentKafkaState(State):
             for key, value in records:
                 self._produce(f.topic, value, key)
             if txid is not None:
-                marker = json.dumps({"txid": txid, "partition": self.partition}).encode()
+                marker = json.dumps(
+                    {"txid": txid, "partition": self.partition, "partitions": self.partitions}
+                ).encode()
                 self._produce(
                     f.marker_topic,
                     marker,
@@ -360,7 +385,8 @@ class TridentKafkaStateFactory(SinkFactory):
         self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
     ) -> State:
         tid = self.transactional_id(conf, metrics, partition_index)
-        return TridentKafkaState(self, tid, partition_index, num_partitions)
+        prefix = tid[: -len(f"-{partition_index}")]
+        return TridentKafkaState(self, tid, partition_index, num_partitions, prefix)
 
 
 class TridentKafkaStateUpdater(BaseStateUpdater):

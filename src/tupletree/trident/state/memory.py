@@ -1,13 +1,14 @@
 """MemoryMapState: an opaque map state held in this process (Storm's testing
 MemoryMapState), for tests and LocalCluster.
 
-Each ``MemoryMapState.Factory()`` gets a random id; partition ``p`` of it keeps its map
-in the shared memory store ``trident-memory-map/<id>-<p>`` (store/memory.py), so every
-state the factory makes for ``p`` in this process sees the same map: the DRPC query
-side of ``state_query`` and a task restarted in the same process find what the updating
-side wrote. Across processes (workers of a SparkCluster) nothing is shared, and nothing
-survives the process. Values are pickled (types kept, and a caller can never change a
-stored value by changing what it read).
+Each ``MemoryMapState.Factory()`` gets a random id; its partitions keep one map in the
+shared memory store ``trident-memory-map/<id>`` (store/memory.py), as a durable map's
+partitions share one table, so every state the factory makes in this process sees the
+same map: the DRPC query side of ``state_query``, a task restarted in the same process,
+and a topology submitted again with another parallelism (whose keys move to other
+partitions) find what the updating side wrote. Across processes (workers of a
+SparkCluster) nothing is shared, and nothing survives the process. Values are pickled
+(types kept, and a caller can never change a stored value by changing what it read).
 
 It is an opaque ``SnapshottableMap`` (``get``/``update``/``set`` on the global key for
 ungrouped aggregations) over an ``OpaqueMap`` with the batch record (opaque_map.py).
@@ -33,11 +34,12 @@ _PREFIX = "trident-memory-map/"
 class MemoryMapState(SnapshottableMap):
     state_type = StateType.OPAQUE
 
-    def __init__(self, id: str, partition: int = 0) -> None:
+    def __init__(self, id: str, partition: int = 0, partitions: int = 1) -> None:
         self.backing = StoreBackingMap(
             MemoryStore(_PREFIX + id), "map", ValueCodec(StateType.OPAQUE, "pickle")
         )
-        super().__init__(OpaqueMap.build(self.backing, partition=partition), GLOBAL_KEY)
+        inner = OpaqueMap.build(self.backing, partition=partition, partitions=partitions)
+        super().__init__(inner, GLOBAL_KEY)
 
     def get_tuples(self) -> Iterator[list[Any]]:
         """Each key's values followed by its current value (Storm's ITupleCollection)."""
@@ -60,9 +62,9 @@ class MemoryMapState(SnapshottableMap):
         def make_state(
             self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int
         ) -> State:
-            return MemoryMapState(f"{self.id}-{partition_index}", partition_index)
+            return MemoryMapState(self.id, partition_index, num_partitions)
 
-        def forget(self, num_partitions: int) -> None:
-            """Drop the maps of partitions ``0 .. num_partitions - 1`` from this process."""
-            for p in range(num_partitions):
-                forget(f"{_PREFIX}{self.id}-{p}")
+        def forget(self, num_partitions: int | None = None) -> None:
+            """Drop the map from this process (``num_partitions``: unused, kept for
+            callers of the map per partition it was)."""
+            forget(_PREFIX + self.id)

@@ -15,11 +15,13 @@ Layout: the stream ``<stream>``; the txid of partition ``p`` in the string key
 ``<txid_prefix><p>`` (default ``<stream>:txid:``), one key per partition so partitions
 never make one another's ``WATCH`` fail, as ``<txid>/<partitions>`` (the partition count
 it was committed under, sinks/base.py; a bare ``<txid>`` from before it was kept is
-read too). The other partitions' keys are read, not watched: within a txid every
-partition comes to the same decision about them. ``maxlen`` (default None: unbounded, the
-consumers' business) trims the stream approximately on each ``XADD``. Durability is
-Redis's persistence setting (``appendonly yes``): without it a restart of Redis loses
-rows and txids alike.
+read too); ``<txid_prefix>widest`` holds the most partitions any layout had, so that
+every partition's key is read. The other partitions' keys are read, not watched:
+within a txid every partition comes to the same decision about them.
+
+``maxlen`` (default None: unbounded, the consumers' business) trims the stream
+approximately on each ``XADD``. Durability is Redis's persistence setting (``appendonly
+yes``): without it a restart of Redis loses rows and txids alike.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class RedisSinkState(SinkState):
         self.stream, self.maxlen = stream, maxlen
         self.txid_prefix = txid_prefix
         self.txid_key = f"{txid_prefix}{partition}"
+        # the largest partition count any layout wrote under: every key below it is read
+        self.widest_key = f"{txid_prefix}widest"
+        self._widest = 0
         self.client = redis.Redis.from_url(
             url, socket_timeout=SOCKET_TIMEOUT_SECS, socket_connect_timeout=SOCKET_TIMEOUT_SECS
         )
@@ -65,9 +70,11 @@ class RedisSinkState(SinkState):
         return _mark(self._call(lambda: self.client.get(self.txid_key))).txid
 
     def _marks(self, pipe: Any) -> dict[int, Mark]:
-        """Every partition's record: those of this layout's count, then those of any
-        larger count they name (an earlier layout of more partitions)."""
-        count = self.partitions
+        """Every partition's record: of the partitions of the widest layout on record
+        (``widest``), and of any larger count the records name (kept before it was)."""
+        widest = pipe.get(self.widest_key)
+        self._widest = int(widest) if widest else 0
+        count = max(self.partitions, self._widest)
         marks = _marks(pipe.mget([f"{self.txid_prefix}{q}" for q in range(count)]), 0)
         more = max([m.partitions or 0 for m in marks.values()], default=0)
         if more > count:
@@ -111,6 +118,8 @@ class RedisSinkState(SinkState):
                         pipe.xadd(self.stream, entry, maxlen=self.maxlen, approximate=True)
                     if txid is not None:
                         pipe.set(self.txid_key, f"{txid}/{self.partitions}")
+                        if self.partitions > self._widest:
+                            pipe.set(self.widest_key, self.partitions)
                     pipe.execute()
                     return True
                 except self._redis.WatchError:
