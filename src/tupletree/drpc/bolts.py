@@ -76,6 +76,8 @@ class JoinResult(Bolt):
         timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
         self._returns: TickExpiry[Any] = TickExpiry(timeout)
         self._results: TickExpiry[Any] = TickExpiry(timeout)
+        # Requests already paired, so a later result for one is known as a second one.
+        self._answered: TickExpiry[bool] = TickExpiry(timeout)
 
     def execute(self, tup: Any) -> None:
         collector = self._collector
@@ -83,6 +85,7 @@ class JoinResult(Bolt):
             for table in (self._returns, self._results):
                 for _request, held in table.tick(tup[0]):
                     collector.fail(held)
+            self._answered.tick(tup[0])
             collector.ack(tup)
             return
         request = tup[0]
@@ -92,7 +95,7 @@ class JoinResult(Bolt):
             mine, other = self._results, self._returns
         match = other.pop(request)
         if match is None:
-            if request in mine:
+            if request in mine or request in self._answered:
                 # A second result for one request: the first one wins (Storm keeps the
                 # last, and leaks). Ack it so it does not hold the tree open.
                 collector.ack(tup)
@@ -103,6 +106,7 @@ class JoinResult(Bolt):
         collector.emit([result_text(result[1]), ret[1]], [result, ret])
         collector.ack(result)
         collector.ack(ret)
+        self._answered.put(request, True)
 
 
 class ResultDelivery:

@@ -393,8 +393,8 @@ class CoordinatedBolt(Bolt):
 
     def _expire(self, secs: float) -> None:
         for request, track in self._tracked.tick(secs):
-            if track.failed:
-                continue
+            # A failed request expires unfinished too: its held tuples were failed
+            # already, but the bolt still hears timeout_id (to drop its state for it).
             self._fail_held(track)
             if self._timeout_hook is not None:
                 try:

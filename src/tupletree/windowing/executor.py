@@ -226,6 +226,14 @@ class WindowedBoltExecutor(Bolt):
             self._wm_due = now + self._wm_interval
         self._due: float = NEVER
         self._schedule()
+        # A session holds its tuples until it closes, however long it lasts (the gap
+        # check at submit bounds only the gap): keep their trees alive meanwhile, every
+        # half message timeout, so they are not replayed while still in the window.
+        self._reset_every = NEVER
+        if spec.session and conf.get(Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True):
+            timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
+            self._reset_every = max(1, int(timeout * 1000) // 2)
+        self._reset_due = now + self._reset_every
         context.call_each_round(self._on_round)
         context.register_metric("window", self.window_metrics)
         self.bolt.prepare(conf, context, self._wout)
@@ -416,8 +424,16 @@ class WindowedBoltExecutor(Bolt):
         err.__cause__ = exc
         out.report_error(err)
 
+    def _reset_held(self, now: int) -> None:
+        self._reset_due = now + self._reset_every
+        reset = self._out.reset_timeout
+        for tup in self._manager.held_items():
+            reset(tup)
+
     def _on_round(self) -> bool:
         now = self._clock()
+        if now >= self._reset_due:
+            self._reset_held(now)
         if now < self._due:
             return False
         return self._run_due(now) > 0

@@ -206,7 +206,9 @@ class WatermarkCountEviction:
         self.processed = 0
 
     def removed(self, n: int) -> None:
-        pass  # the next context recounts
+        """``n`` events of the window just evaluated left the queue (a failed window's):
+        they no longer count among the ones processed, which the next context adds to."""
+        self.processed = max(0, self.processed - n)
 
     def state(self) -> dict[str, Any]:
         return {"current": self.current, "processed": self.processed, "context": self.context}

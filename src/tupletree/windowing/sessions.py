@@ -137,6 +137,13 @@ class SessionManager:
         reschedules)."""
         return self._heap[0][0] if self._heap else None
 
+    def held_items(self) -> Iterator[Any]:
+        """Every item held in an open session."""
+        for mine in self.sessions.values():
+            for session in mine:
+                for _, _, item in session.events:
+                    yield item
+
     def remove(self, seqs: Iterable[int]) -> int:
         """A fired session already left; nothing to take out."""
         return 0
