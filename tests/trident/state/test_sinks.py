@@ -293,10 +293,10 @@ def test_redis_sink_back_to_fewer_partitions_sees_a_part_committed_by_a_high_par
     ('Changing parallelism'): a txid the old layout committed in part is refused with
     SinkLayoutError (as the SQLite and PostgreSQL sinks do here), never written twice.
     Seen before the fix: the Redis sink wrote txid 2's row again (``partition 3's`` row is in the
-    stream twice). Root cause: ``RedisSinkState._marks`` (sinks/redis.py:67-76) reads
-    the keys of partitions 0..count-1 and looks further only up to the largest count
-    *those* keys name; here they still name 2 (from the first layout), so key 3's
-    ``2/4`` is never read."""
+    stream twice): ``RedisSinkState._marks`` read the keys of partitions 0..count-1 and
+    looked further only up to the largest count *those* keys named; here they still
+    named 2 (from the first layout), so key 3's ``2/4`` was never read. Now the widest
+    layout's count is kept."""
     redis = pytest.importorskip("redis")
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
     try:
