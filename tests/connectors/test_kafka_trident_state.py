@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
-from tupletree import Config, FailedException, Fields  # noqa: E402
+from tupletree import Config, Fields  # noqa: E402
 from tupletree.connectors.kafka import (  # noqa: E402
     TridentKafkaStateFactory,
     TridentKafkaStateUpdater,
@@ -33,7 +33,7 @@ from tupletree.trident import TridentTopology  # noqa: E402
 from tupletree.trident.state import BatchBehindError, StateType  # noqa: E402
 from tupletree.trident.state.sinks import Mark  # noqa: E402
 
-from ..trident.support import SeqTransactional, sim_conf  # noqa: E402
+from ..trident.support import SeqTransactional, die_after_commit, sim_conf  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
@@ -281,16 +281,9 @@ class KafkaFailAfterCommit(TridentKafkaStateFactory):
         self.fail_txid = fail_txid
 
     def make_state(self, conf: Any, metrics: Any, index: int, partitions: int) -> Any:
-        state = super().make_state(conf, metrics, index, partitions)
-        inner, fail_txid = state.commit, self.fail_txid
-
-        def commit(txid: Any) -> None:
-            inner(txid)
-            if txid == fail_txid:
-                raise FailedException(f"test: dying after the sink committed txid {txid}")
-
-        state.commit = commit
-        return state
+        return die_after_commit(
+            super().make_state(conf, metrics, index, partitions), self.fail_txid
+        )
 
 
 def _kafka_topology(spout: Any, factory: Any, parallelism: int) -> Any:

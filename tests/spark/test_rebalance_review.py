@@ -15,15 +15,9 @@ from tupletree import BasicBolt, Bolt, Config, Spout, TopologyBuilder
 from tupletree.spark.cluster import SparkCluster
 from tupletree.spark.errors import SparkJobFailed, SparkLaunchError
 
+from .test_rebalance_spark import wait_for
+
 pytestmark = [pytest.mark.spark]
-
-
-def wait_for(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 class Numbers(Spout):

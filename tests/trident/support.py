@@ -445,3 +445,17 @@ class SeqTransactional(_SeqBase, IPartitionedTridentSpout):
 
 class SeqOpaque(_SeqBase, IOpaquePartitionedTridentSpout):
     pass
+
+
+def die_after_commit(state: Any, txid: int) -> Any:
+    """``state`` whose commit of ``txid`` commits, then fails the batch: a worker dying
+    between a state's commit and the coordinator's record of it."""
+    inner = state.commit
+
+    def commit(committed: Any) -> None:
+        inner(committed)
+        if committed == txid:
+            raise FailedException(f"test: dying after the state committed txid {committed}")
+
+    state.commit = commit
+    return state

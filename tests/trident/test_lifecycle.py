@@ -15,7 +15,7 @@ from tupletree.trident.builtin import Count
 from tupletree.trident.state import MapState, SqliteMapState, State, StateFactory
 
 from ..registry import Box
-from .support import SeqOpaque, SeqTransactional, memory_counts, sim_conf
+from .support import SeqOpaque, SeqTransactional, die_after_commit, memory_counts, sim_conf
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -212,16 +212,9 @@ class FailAfterCommitSink(SqliteSinkFactory):
         self.fail_txid = fail_txid
 
     def make_state(self, conf: Any, metrics: Any, index: int, partitions: int) -> Any:
-        state = super().make_state(conf, metrics, index, partitions)
-        inner, fail_txid = state.commit, self.fail_txid
-
-        def commit(txid: Any) -> None:
-            inner(txid)
-            if txid == fail_txid:
-                raise FailedException(f"test: dying after the sink committed txid {txid}")
-
-        state.commit = commit
-        return state
+        return die_after_commit(
+            super().make_state(conf, metrics, index, partitions), self.fail_txid
+        )
 
 
 def _sink_factory(path: str, fail_txid: int | None) -> Any:
