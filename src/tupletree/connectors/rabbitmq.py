@@ -12,8 +12,10 @@ The spout's contract beyond BrokerSpout's (connectors/spout.py):
 - A message is acknowledged (``basic.ack``) on the channel that delivered it when its
   tree completes. A failed message stays unacknowledged and is replayed by the spout
   after its backoff; a dead-lettered one is published to the ``dead_letter`` queue
-  (with a confirm) and then acknowledged; with no ``dead_letter`` it is rejected
-  without requeueing, so the queue's own dead-letter exchange, if it has one, gets it.
+  (with a confirm) and then acknowledged (one the broker returns or refuses, the
+  dead-letter queue gone, say, is reported and requeued); with no ``dead_letter`` it is
+  rejected without requeueing, so the queue's own dead-letter exchange, if it has one,
+  gets it.
 - Delivery tags belong to a channel: when the connection drops the broker requeues
   what the channel held and delivers it again (marked redelivered), so acks and
   replays for the old channel's tags are dropped (counted as ``stale``), never sent on
@@ -125,9 +127,10 @@ class _SpoutSession:
             elif action == DEAD:
                 if self.spout.dead_letter is None:
                     channel.basic_reject(d.handle, requeue=False)
-                else:
-                    self._publish_dead(d)
+                elif self._publish_dead(d):
                     channel.basic_ack(d.handle)
+                else:  # not written: back to its queue (it fails its way back here)
+                    channel.basic_reject(d.handle, requeue=True)
                 self.unsettled.discard(d.handle)
         if not acks:
             return
@@ -143,20 +146,40 @@ class _SpoutSession:
             if tag >= below:
                 channel.basic_ack(tag)
 
-    def _publish_dead(self, d: Delivery) -> None:
+    def _publish_dead(self, d: Delivery) -> bool:
+        """Publish to the dead letter, confirmed; False (reported) when the broker
+        returned or refused it. Raised, the refusal closed the connection at every
+        give-up, and RabbitMQ requeued every message in flight with it."""
+        sp = self.spout
         if self.dead_channel is None:
             self.dead_channel = self.conn.channel()
             self.dead_channel.confirm_delivery()
-        self.dead_channel.basic_publish(
-            "",
-            self.spout.dead_letter,
-            d.body,
-            pika.BasicProperties(
-                delivery_mode=2,
-                headers={"x-tupletree-source": self.spout.queue, "x-failures": d.failures},
-            ),
-            mandatory=True,
-        )
+        try:
+            self.dead_channel.basic_publish(
+                "",
+                sp.dead_letter,
+                d.body,
+                pika.BasicProperties(
+                    delivery_mode=2,
+                    headers={"x-tupletree-source": sp.queue, "x-failures": d.failures},
+                ),
+                mandatory=True,
+            )
+        except (
+            pika.exceptions.UnroutableError,
+            pika.exceptions.NackError,
+            pika.exceptions.ChannelClosedByBroker,
+        ) as exc:
+            if not self.dead_channel.is_open:
+                self.dead_channel = None
+            sp._errors.post(
+                sp.connector_error(
+                    f"message {d.key} could not be written to the dead letter "
+                    f"{sp.dead_letter!r}: {type(exc).__name__}: {exc}; requeued"
+                )
+            )
+            return False
+        return True
 
     def close(self) -> None:
         if self.conn.is_open:

@@ -9,7 +9,8 @@ The spout's contract beyond BrokerSpout's (connectors/spout.py):
 - An entry is acknowledged (``XACK``) when its tree completes; a failed entry stays
   pending in the group and is replayed by the spout after its backoff; a dead-lettered
   one is appended to the ``dead_letter`` stream (fields ``message``, ``source_stream``,
-  ``source_id``, ``failures``) and then acknowledged.
+  ``source_id``, ``failures``) and then acknowledged; one the dead letter refuses
+  (a key of another type, say) is reported and left pending, to be claimed again.
 - Entries pending longer than ``claim_idle_secs`` for any consumer of the group (a dead
   worker's) are claimed (``XAUTOCLAIM``) and emitted again; each connection first
   re-reads the entries pending under the task's own consumer name (a previous life's,
@@ -181,7 +182,22 @@ class _SpoutSession:
                     "failures": d.failures,
                 }
                 pipe.xadd(s.dead_letter, fields)  # type: ignore[arg-type]
-            pipe.execute()  # raises if a write failed: nothing below is acked then
+            # A lost connection raises (the settles are sent again by the next session);
+            # a write Redis refuses leaves its entry pending, unacknowledged, reported:
+            # raised, it would hold back every settle, and every fetch, for good.
+            replies = pipe.execute(raise_on_error=False)
+            written = []
+            for d, reply in zip(dead, replies, strict=True):
+                if isinstance(reply, Exception):
+                    s._errors.post(
+                        s.connector_error(
+                            f"entry {d.key} could not be written to the dead letter "
+                            f"{s.dead_letter!r}: {reply}; left pending in the group"
+                        )
+                    )
+                else:
+                    written.append(d)
+            dead = written
         acks.extend(d.key for d in dead)
         pipe = self.r.pipeline(transaction=False)
         if acks:

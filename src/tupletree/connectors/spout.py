@@ -541,7 +541,19 @@ class BrokerSpout(Connector, Spout):
         session: Session | None = None
         failures = 0
         while not self._stopping.is_set():
-            session = self._io_turn(session)
+            try:
+                session = self._io_turn(session)
+            except Exception as exc:
+                # (Kafka's checkpoint commit, refused): raised out of this loop, it
+                # ended the thread, and the spout fetched nothing more, for good.
+                self._errors.post(exc)
+                self._session = None
+                if session is not None:
+                    close_quietly(session)
+                session = None
+                failures += 1
+                self._stopping.wait(self.reconnect.delay(failures - 1))
+                continue
             if session is None:
                 try:
                     session = self.connect(self.epoch + 1)
@@ -556,7 +568,6 @@ class BrokerSpout(Connector, Spout):
                 self.epoch += 1
                 self._session = session
                 self._session_started(session, reconnect)
-                failures = 0
             self._renew_waiting()
             actions: list[tuple[str, Delivery]] = []
             try:
@@ -582,6 +593,7 @@ class BrokerSpout(Connector, Spout):
                         keepalive()
                     self._kick.wait(POLL_SECS)
                     self._kick.clear()
+                failures = 0  # a turn the broker answered: the next failure reconnects at once
             except Exception as exc:
                 if actions and self.settles_survive_reconnect:
                     self._outbound.extendleft(reversed(actions))
@@ -591,6 +603,12 @@ class BrokerSpout(Connector, Spout):
                 self._session = None
                 close_quietly(session)
                 session = None
+                # A broker that takes the connection and refuses the work (a Redis
+                # demoted to a read-only replica): the sessions that fail one after
+                # another, with no turn answered between them, back off as failed
+                # connects do (the first after an answered turn reconnects at once).
+                failures += 1
+                self._stopping.wait(self.reconnect.delay(failures - 1))
         self._session = None
         if session is not None:
             self._settle_last(session)
