@@ -178,3 +178,155 @@ def test_a_standalone_master_that_cannot_be_read_is_named(master):
 
     with pytest.raises(SparkUnavailableError, match="cannot read host:port in the Spark master"):
         check_standalone_master(master, timeout=1)
+
+
+class _LocalContext:
+    """What ``reserve`` and ``resize`` read of a SparkContext on local[2] (two slots):
+    ``busy`` is the tasks running at each look, the last one repeated."""
+
+    master = "local[2]"
+
+    def __init__(self, busy: list[int]) -> None:
+        self.busy = busy
+
+    def getConf(self) -> dict[str, str]:
+        return {}
+
+
+@pytest.fixture
+def slots_read(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Each look at the slots is a second of a simulated clock; returns when each came."""
+    from tupletree.spark import reservations
+
+    now = [0.0]
+    looks: list[float] = []
+
+    def busy(sc: _LocalContext) -> int:
+        looks.append(now[0])
+        return sc.busy[min(len(looks) - 1, len(sc.busy) - 1)]
+
+    monkeypatch.setattr(reservations, "busy_task_slots", busy)
+    monkeypatch.setattr(reservations, "total_task_slots", lambda sc: (2, "test"))
+    monkeypatch.setattr("tupletree.spark.slots.busy_task_slots", busy)
+    monkeypatch.setattr("tupletree.spark.slots.total_task_slots", lambda sc: (2, "test"))
+    monkeypatch.setattr(reservations.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(reservations.time, "sleep", lambda secs: now.__setitem__(0, now[0] + 1))
+    return looks
+
+
+@pytest.mark.parametrize("call", ["resize", "reserve"])
+def test_a_slot_held_by_a_killed_topologys_ending_task_is_waited_for(
+    slots_read: list[float], call: str
+) -> None:
+    """A rebalance (resize) or a submit (reserve) right after another topology's kill:
+    the killed topology's task still runs for a few seconds, held by no reservation.
+    Both wait for it to end and then take the slot, where they used to refuse at once
+    (NotEnoughSlotsError, "1 busy with other jobs": CI, stop 41)."""
+    from tupletree.spark import reservations
+
+    if call == "resize":
+        sc = _LocalContext(busy=[2, 2, 2, 1])  # ours (1 slot held) and the ending one
+        reservations._reservations.setdefault(id(sc), {})["ours"] = 1  # ours, running
+        reservations.resize(sc, "ours", "wc", 2)
+    else:
+        sc = _LocalContext(busy=[1, 1, 1, 0])  # the ending one only
+        reservations.reserve(sc, "ours", "wc", 2, slot_wait=0)
+    try:
+        assert len(slots_read) >= 4 and slots_read[-1] >= 3.0
+    finally:
+        reservations.release(sc, "ours")
+
+
+@pytest.mark.parametrize("call", ["resize", "reserve"])
+def test_slots_that_stay_busy_or_are_held_are_refused_with_both_numbers(
+    slots_read: list[float], call: str
+) -> None:
+    """An unheld task that does not end is waited for WINDING_DOWN_SECS, no longer;
+    a slot another topology of this process holds is refused at once (its owner runs
+    on)."""
+    from tupletree.spark import reservations
+    from tupletree.spark.errors import NotEnoughSlotsError
+
+    sc = _LocalContext(busy=[2] if call == "resize" else [1])
+    if call == "resize":
+        reservations._reservations.setdefault(id(sc), {})["ours"] = 1  # ours, running
+    try:
+        with pytest.raises(
+            NotEnoughSlotsError, match="wc needs 2 worker slots but Spark has only 1 free"
+        ):
+            if call == "resize":
+                reservations.resize(sc, "ours", "wc", 2)
+            else:
+                reservations.reserve(sc, "ours", "wc", 2, slot_wait=0)
+        assert slots_read[-1] == pytest.approx(reservations.WINDING_DOWN_SECS, abs=1)
+        slots_read.clear()
+        sc.busy = [2] if call == "resize" else [1]
+        reservations._reservations[id(sc)]["theirs"] = 1  # another topology's: final
+        with pytest.raises(NotEnoughSlotsError):
+            if call == "resize":
+                reservations.resize(sc, "ours", "wc", 2)
+            else:
+                reservations.reserve(sc, "ours", "wc", 2, slot_wait=0)
+        assert len(slots_read) <= 2
+    finally:
+        reservations.release(sc, "ours")
+        reservations.release(sc, "theirs")
+
+
+class _RacingSpark:
+    """A SparkContext whose first job reaches Spark only as the first cancel is made: a
+    job thread that had passed its check of ``stopping`` when ``stop`` began. A job
+    runs until a cancel made after its submission."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.cancels = 0
+        self.submitted: list[int] = []
+        self.cond = threading.Condition()
+        self.in_parallelize = threading.Event()
+
+    def setJobGroup(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def parallelize(self, data: object, slices: int) -> _RacingSpark:
+        self.in_parallelize.set()
+        with self.cond:  # held back until the first cancel
+            self.cond.wait_for(lambda: self.cancels > 0, timeout=10)
+        return self
+
+    def mapPartitions(self, fn: object) -> _RacingSpark:
+        return self
+
+    def collect(self) -> list[object]:
+        with self.cond:
+            seen = self.cancels
+            self.submitted.append(seen)
+            if not self.cond.wait_for(lambda: self.cancels > seen, timeout=10):
+                return []  # never cancelled: ran to its end
+        raise RuntimeError("job cancelled")
+
+    def cancelJobGroup(self, group: str) -> None:
+        with self.cond:
+            self.cancels += 1
+            self.cond.notify_all()
+
+
+def test_a_job_submitted_just_after_the_cancel_is_cancelled_too() -> None:
+    """Stopping a topology cancels its job group until every job's thread has ended:
+    a job that reached Spark just after one cancel (its thread was past its check)
+    used to run on, holding its slot, and the next submit or rebalance was refused
+    for it (CI, stop 41)."""
+    import time
+
+    from tupletree.spark.job import SparkJobs
+
+    sc = _RacingSpark()
+    jobs = SparkJobs(sc, "g", "wc", 1, lambda index: lambda it: it, lambda i, e: 0.0)
+    jobs.start()
+    assert sc.in_parallelize.wait(5)
+    jobs.stopping()
+    t0 = time.monotonic()
+    assert jobs.cancel_until_ended(8.0)
+    assert time.monotonic() - t0 < 5  # not the job's own end (10 s)
+    assert sc.submitted == [1] and sc.cancels >= 2

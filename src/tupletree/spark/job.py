@@ -66,7 +66,10 @@ class SparkJobs:
                 self.sc.setJobGroup(
                     self.job_group, f"tupletree {self.name}: worker {index}", interruptOnCancel=True
                 )
-                self.sc.parallelize([index], 1).mapPartitions(self._task_for(index)).collect()
+                task = self._task_for(index)
+                if self._stopping.is_set():  # stopped while this thread got here
+                    return
+                self.sc.parallelize([index], 1).mapPartitions(task).collect()
             except BaseException as exc:
                 error = exc
             delay = self._on_end(index, error)
@@ -87,6 +90,20 @@ class SparkJobs:
     def cancel(self) -> None:
         """Ask Spark to cancel the job group (its tasks are interrupted)."""
         self.sc.cancelJobGroup(self.job_group)
+
+    def cancel_until_ended(self, timeout: float) -> bool:
+        """Cancel the job group until every job's thread has ended, up to ``timeout``
+        s; True once they have. Again and again, not once: a thread that had passed its
+        check of ``stopping`` submits its job after a single cancel, and that job would
+        hold its slot with nobody to stop it (a later submit or rebalance was refused
+        for it: CI, stop 41)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.cancel()
+            if self.join(min(1.0, max(0.0, deadline - time.monotonic()))):
+                return True
+            if time.monotonic() >= deadline:
+                return False
 
     def spark_stopped(self) -> bool:
         """True once the SparkContext is stopped: no job can run any more."""

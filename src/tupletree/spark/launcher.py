@@ -340,8 +340,7 @@ class WorkerLauncher:
                 else f"workers did not stop within {timeout} s"
             )
             log.info("%s: %s; cancelling Spark job group %s", self.name, why, self.job_group)
-            job.cancel()
-            if not job.join(max(10.0, timeout)):
+            if not job.cancel_until_ended(max(10.0, timeout)):
                 log.warning("%s: Spark job still running after cancel", self.name)
 
     def _wait_started(self) -> dict[int, WorkerInfo]:

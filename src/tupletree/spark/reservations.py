@@ -27,27 +27,51 @@ _reservations: dict[int, dict[str, int]] = {}
 _lock = threading.Lock()
 log = logging.getLogger("tupletree")
 
+# How long a submit or a rebalance waits for running tasks that no topology here
+# holds: a killed topology's, winding down (Spark ends a cancelled task's Python worker
+# in its own time). Without it, a rebalance right after another topology's kill was
+# refused for a slot about to be free (CI, stop 41).
+WINDING_DOWN_SECS = 15.0
+
 
 def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) -> None:
     """Reserve ``workers`` slots for ``job_group``, or raise NotEnoughSlotsError.
 
-    On a local master the count is final. On a cluster, executors may still be
+    On a local master the count is final, but for running tasks that no topology of
+    this process holds (a killed topology's, ending), which it waits for up to
+    WINDING_DOWN_SECS. On a cluster, executors may still be
     registering right after the session started, so this waits for them up to
     ``slot_wait`` seconds. With dynamic allocation Spark adds executors only once tasks
     are pending, so the reservation is granted and the start timeout decides.
     """
     conf = sc.getConf()
     dynamic = (conf.get("spark.dynamicAllocation.enabled") or "false").lower() == "true"
-    deadline = time.monotonic() + slot_wait
+    now = time.monotonic()
+    deadline = now + slot_wait
+    winding_down_deadline = now + WINDING_DOWN_SECS
     waiting = False
     while True:
         with _lock:
             held = _reservations.setdefault(id(sc), {})
-            info = slot_info(sc, reserved=sum(held.values()))
+            reserved = sum(held.values())
+            info = slot_info(sc, reserved=reserved)
             if dynamic or info.free >= workers:
                 held[job_group] = workers
                 return
-        if is_local_master(sc.master) or time.monotonic() >= deadline:
+        if is_local_master(sc.master):
+            # Final, but for running tasks no topology here holds (a killed one's,
+            # ending): enough once they end, so wait for them a little.
+            final = info.total - reserved < workers
+            if final or time.monotonic() >= winding_down_deadline:
+                raise NotEnoughSlotsError(
+                    describe_shortage(name, workers, info),
+                    needed=workers,
+                    available=info.free,
+                    master=info.master,
+                )
+            time.sleep(0.2)
+            continue
+        if time.monotonic() >= deadline:
             raise NotEnoughSlotsError(
                 describe_shortage(name, workers, info),
                 needed=workers,
@@ -87,15 +111,26 @@ def _stopped(sc: Any) -> bool:
 def resize(sc: Any, job_group: str, name: str, workers: int) -> None:
     """Make ``job_group`` (running) hold ``workers`` slots instead, or raise
     NotEnoughSlotsError and leave it as it was. Its own running tasks' slots count as
-    free to it; growing needs the rest free now (no wait: a rebalance asks on a running
-    cluster)."""
-    with _lock:
-        held = _reservations.setdefault(id(sc), {})
-        mine = held.get(job_group, 0)
-        if workers > mine:
+    free to it; growing needs the rest free now (a rebalance asks on a running
+    cluster), except for slots whose tasks no topology here holds: those it waits for,
+    up to WINDING_DOWN_SECS, as they end."""
+    deadline = time.monotonic() + WINDING_DOWN_SECS
+    while True:
+        with _lock:
+            held = _reservations.setdefault(id(sc), {})
+            mine = held.get(job_group, 0)
+            if workers <= mine:
+                held[job_group] = workers
+                return
             total, source = total_task_slots(sc)
-            others = max(busy_task_slots(sc) - mine, sum(held.values()) - mine)
-            if total - others < workers:
+            held_by_others = sum(held.values()) - mine
+            others = max(busy_task_slots(sc) - mine, held_by_others)
+            if total - others >= workers:
+                held[job_group] = workers
+                return
+            # Enough once the tasks nobody here holds have ended?
+            winding_down = total - held_by_others >= workers
+            if not winding_down or time.monotonic() >= deadline:
                 info = SlotInfo(total=total, busy=others, master=sc.master, source=source)
                 raise NotEnoughSlotsError(
                     describe_shortage(name, workers, info),
@@ -103,7 +138,7 @@ def resize(sc: Any, job_group: str, name: str, workers: int) -> None:
                     available=info.free,
                     master=info.master,
                 )
-        held[job_group] = workers
+        time.sleep(0.2)
 
 
 def release(sc: Any, job_group: str) -> None:
