@@ -35,6 +35,22 @@ def test_a_frame_opens_only_for_its_receiver_with_its_number_and_payload() -> No
     assert claimed_sender(first) == A and claimed_sender(b"x" * MAC_BYTES) == "(no sender)"
 
 
+def test_a_receivers_cache_gives_each_link_its_own_sender_and_refuses_a_forged_tag() -> None:
+    """With the cache the transport keeps, frames of two links open as their own senders'
+    (a cached link's sender is remembered with its cipher), a bytes-like frame opens as
+    bytes do, and a frame of a cached link whose tag was altered is still refused."""
+    cache: dict[bytes, object] = {}
+    key = link_key(KEY, B)
+    from_a, from_c = Link(KEY, A, B, 10, ID1), Link(KEY, C, B, 20, ID2)
+    for round_ in range(1, 3):
+        assert open_frame(key, from_a.seal(b"a"), cache) == (A, 10 + round_, b"a")  # type: ignore[arg-type]
+        assert open_frame(key, memoryview(from_c.seal(b"c")), cache) == (C, 20 + round_, b"c")  # type: ignore[arg-type]
+    assert len(cache) == 2
+    forged = bytearray(from_a.seal(b"a"))
+    forged[0] ^= 1
+    assert open_frame(key, bytes(forged), cache) is None  # type: ignore[arg-type]
+
+
 def test_keys_over_64_bytes_and_odd_links_are_handled() -> None:
     long_key = bytes(range(100))
     frame = Link(long_key, A, B, 0, ID1).seal(b"")

@@ -273,15 +273,7 @@ def encode(
                 msg: tuple[Any, ...] = item
                 width = len(msg)
                 last_src = None
-                if (
-                    width == 4
-                    and type(msg[0]) is int
-                    and type(msg[3]) is int
-                    and msg[0] == ACK
-                    and msg[3] == 0
-                    and type(msg[1]) is int
-                    and type(msg[2]) is int
-                ):
+                if _plain_ack(msg):
                     messages.append(msg[1])
                     messages.append(msg[2])
                     item_code = ACK_RUN
@@ -520,9 +512,28 @@ def _source_code(
     i = index.get(src)
     if i is None:
         i = index[src] = len(table)
-        table.append((src.component, src.stream, src.task, tuple(src.fields)))
-        arities.append(len(src.fields))
+        # The names' own tuple: ``tuple(src.fields)`` iterates Fields in interpreted code,
+        # ~3k instructions per source per frame (notes/performance.md, stop 41).
+        names: tuple[str, ...] = src.fields._names
+        table.append((src.component, src.stream, src.task, names))
+        arities.append(len(names))
     return i
+
+
+def _plain_ack(msg: tuple[Any, ...]) -> bool:
+    """True for ``(ACK, root, value, 0)`` with int ids, the acks of ACK_RUN. A function
+    of its own for the compiled build: checked inline, ``type(msg[1]) is int`` narrows
+    ``msg[1]`` to ``int``, and mypyc then unboxes each id and boxes it again to append
+    it (~230 instructions an ack, notes/performance.md, stop 41)."""
+    return (
+        len(msg) == 4
+        and type(msg[0]) is int
+        and type(msg[3]) is int
+        and msg[0] == ACK
+        and msg[3] == 0
+        and type(msg[1]) is int
+        and type(msg[2]) is int
+    )
 
 
 def _message_width(item: Any) -> bool:
@@ -541,12 +552,16 @@ def _packed(ints: list[Any]) -> bytes:
     """``ints`` as 8-byte unsigned ids. ``fromlist`` sizes the array once; the
     constructor grows it item by item (26 instructions more per id, measured). The
     empty array is copied, not made: ``array()`` parses its arguments first."""
+    if not ints:  # most frames leave a column or two empty: ~1k instructions each
+        return b""
     column = _EMPTY_IDS.__copy__()
     column.fromlist(ints)
     return column.tobytes()
 
 
 def _ints(data: bytes) -> list[Any]:
+    if not data:
+        return []
     return array(ID_TYPECODE, data).tolist()
 
 
