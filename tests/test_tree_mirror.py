@@ -21,6 +21,7 @@ TOP_LEVEL = {
     "registry.py",  # state shared by a test and its components' task copies
     "standalone.py",  # the suite's Spark standalone cluster
     "test_docs_paths.py",  # docs and docstrings name only paths that exist
+    "test_first_hour_mistakes.py",  # a new user's mistakes, across builder, config, testing, cli
     "test_layers.py",  # the layering ARCHITECTURE.md states
     "test_readme.py",  # the README's examples run; its length
     "test_tree_mirror.py",  # this file

@@ -77,7 +77,15 @@ def load_module(path: str, command: str = "run") -> ModuleType:
     sys.modules[file.stem] = module
     sys.path.insert(0, str(file.parent.resolve()))
     spec.loader.exec_module(module)
-    if not callable(getattr(module, "topology", None)):
+    value = getattr(module, "topology", None)
+    if not callable(value):
+        from tupletree.topology.builder import Topology
+
+        if isinstance(value, Topology):  # the README tour's `topology = ...create_topology()`
+            raise SystemExit(
+                f"tupletree {command}: {path} sets topology to a Topology, not a function: "
+                "write def topology(): return builder.create_topology()"
+            )
         raise SystemExit(f"tupletree {command}: {path} must define topology() returning a Topology")
     return module
 

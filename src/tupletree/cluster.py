@@ -308,6 +308,11 @@ class ClusterBase:
         ``tupletree.cluster.master``: where it runs, for the components' checks of the
         stores they need)."""
         require_topology(topology)
+        if not isinstance(name, str) or not name.strip():
+            # The web view, the CLI and cluster.topologies() address a topology by it.
+            raise ValueError(f"a topology name must be a non-empty string, got {name!r}")
+        if conf is not None and not isinstance(conf, Mapping):
+            validate(conf)  # InvalidConfigError: the config must be a dict
         if name in running:
             raise ValueError(f"a topology named {name!r} is already running")
         if self._drpc is not None:

@@ -8,7 +8,9 @@ bug waiting to happen.
 
 from __future__ import annotations
 
+import difflib
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -281,6 +283,7 @@ def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidConfigError(
                 f"config keys must be strings, got {key!r}", key=repr(key), value=conf[key]
             )
+    _warn_misspelled(conf)
     merged = {**DEFAULTS, **conf}
     for key, setting in SETTINGS.items():
         problem = setting.check(merged[key])
@@ -297,6 +300,30 @@ def validate(conf: Mapping[str, Any] | None) -> dict[str, Any]:
             value=lower,
         )
     return merged
+
+
+# Every key tupletree reads: Config's constants and the few read by name.
+KNOWN_KEYS = frozenset(
+    {value for name, value in vars(Config).items() if name.isupper() and isinstance(value, str)}
+    | {"drpc.http.port", "drpc.servers", "topology.max.task.parallelism", "topology.name"}
+)
+
+
+def _warn_misspelled(conf: Mapping[str, Any]) -> None:
+    """Warn of an unknown key that is nearly a known one (``topology.max.spout.pendng``):
+    it is kept for the components, as Storm does, but nothing in tupletree reads it, so
+    the setting the user meant silently keeps its default."""
+    for key in conf:
+        if key in KNOWN_KEYS or not key.startswith(("topology.", "tupletree.", "drpc.")):
+            continue
+        close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.9)
+        if close:
+            warnings.warn(
+                f"config key {key!r} is not one tupletree reads; did you mean {close[0]!r}? "
+                "(unknown keys are only passed on to the components)",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 # Keys a component's override cannot change: the acker tasks and the timeouts of trees

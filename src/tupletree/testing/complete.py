@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tupletree.cluster import Cluster
-from tupletree.testing.feeder import AckFailTracker
+from tupletree.testing.feeder import AckFailTracker, checked_row
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import ComponentSpec, Topology, validate_structure
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, BatchBolt, Bolt, Spout
@@ -60,7 +60,10 @@ class MockedSources:
     """Replacement data for spouts in ``complete_topology``: ``{spout_id: [values, ...]}``."""
 
     def __init__(self, sources: Mapping[str, Iterable[Iterable[Any]]] | None = None) -> None:
-        self.sources = {cid: [list(v) for v in vals] for cid, vals in (sources or {}).items()}
+        self.sources = {
+            cid: [checked_row(v, f"MockedSources: {cid!r} row {i}") for i, v in enumerate(vals)]
+            for cid, vals in (sources or {}).items()
+        }
 
 
 class _Capture:
@@ -248,8 +251,11 @@ def complete_topology(
             default = spec.streams.get(DEFAULT_STREAM)
             if default is None:
                 raise ValueError(f"mocked spout {cid!r} declares no default stream")
+            fields = default.fields.to_list()
+            for i, row in enumerate(mocked[cid]):
+                checked_row(row, f"MockedSources: {cid!r} row {i}", fields)
             settled[cid] = AckFailTracker()
-            obj = FixedTupleSpout(mocked[cid], default.fields.to_list(), settled[cid])
+            obj = FixedTupleSpout(mocked[cid], fields, settled[cid])
             # A spout the topology's plan wrapped (a stateful topology's data spouts)
             # wraps its stand-in the same way, so the plan's wiring still holds.
             wrap_like = getattr(spec.obj, "wrap_like", None)

@@ -7,7 +7,7 @@ LocalCluster and on SparkCluster, whose spout copies run in other processes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tupletree.testing.shared import SharedList
@@ -53,6 +53,27 @@ class AckFailTracker:
         return msg_id in self.failed
 
 
+def checked_row(values: Any, where: str, fields: list[str] | None = None) -> list[Any]:
+    """``values`` as a list, or ValueError naming ``where``: a string, bytes, dict or set
+    is not a row (``list("a b")`` would be its characters), and a row must have one value
+    per field when ``fields`` are known. Checked when the test gives the row, rather than
+    as an emit error inside the worker, after which the test would wait for nothing."""
+    if isinstance(values, str | bytes):
+        raise ValueError(
+            f"{where} is the string {values!r}; a row is a list of values, one per field "
+            f"(did you mean [{values!r}]?)"
+        )
+    if isinstance(values, Mapping | set | frozenset) or not isinstance(values, Iterable):
+        raise ValueError(
+            f"{where} must be a list of values, one per field, got {type(values).__name__} "
+            f"{values!r}"
+        )
+    row = list(values)
+    if fields is not None and len(row) != len(fields):
+        raise ValueError(f"{where} has {len(row)} values {row!r}, but the fields are {fields!r}")
+    return row
+
+
 # Wake-up callbacks of the FeederSpout copies running in this process, by queue key:
 # feed() wakes their workers so a fed tuple does not wait for an idle sleep to end.
 _wakeups: dict[str, list[Callable[[], None]]] = {}
@@ -73,7 +94,7 @@ class FeederSpout(Spout):
         tracker: AckFailTracker | None = None,
         stream: str = DEFAULT_STREAM,
     ) -> None:
-        self.fields = list(fields)
+        self.fields = [fields] if isinstance(fields, str) else list(fields)
         self.tracker = tracker
         self.stream = stream
         self.queue = SharedList("feeder")
@@ -83,12 +104,16 @@ class FeederSpout(Spout):
 
     def feed(self, values: list[Any], msg_id: Any = None) -> None:
         """Queue a tuple; ``msg_id=None`` emits it untracked."""
-        self._queue((list(values), msg_id))
+        self._queue((checked_row(values, "FeederSpout.feed: the tuple", self.fields), msg_id))
 
     def feed_batch(self, rows: list[list[Any]], msg_id: Any = None) -> None:
         """Queue rows to be emitted as one tree (one ack or fail for all of them);
         ``msg_id=None`` emits them untracked."""
-        self._queue(([list(values) for values in rows], msg_id, "batch"))
+        checked = [
+            checked_row(values, f"FeederSpout.feed_batch: row {i}", self.fields)
+            for i, values in enumerate(rows)
+        ]
+        self._queue((checked, msg_id, "batch"))
 
     def _queue(self, item: tuple[Any, ...]) -> None:
         self.queue.append(item)

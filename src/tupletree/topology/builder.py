@@ -320,8 +320,19 @@ def validate_structure(specs: list[ComponentSpec], *, allow_system: bool = False
         components[cid] = spec
 
     for spec in components.values():
+        seen: set[tuple[str, str]] = set()
         for sub in spec.inputs:
             _check_subscription(spec, sub, components)
+            if (sub.source, sub.stream) in seen:
+                # Storm keys a bolt's inputs by stream: two groupings of one stream would
+                # deliver each of its tuples twice.
+                raise InvalidTopologyError(
+                    f"bolt {spec.id!r} subscribes twice to stream {sub.stream!r} of "
+                    f"{sub.source!r} (every tuple would arrive twice): keep one grouping",
+                    component=spec.id,
+                    stream=sub.stream,
+                )
+            seen.add((sub.source, sub.stream))
     return Topology(components)
 
 
@@ -340,7 +351,11 @@ def _check_subscription(
     if stream is None:
         raise InvalidTopologyError(
             f"bolt {cid!r} subscribes to stream {sub.stream!r} of {sub.source!r}, which "
-            f"declares only {sorted(source.streams) or 'no streams'}",
+            + (
+                f"declares only {sorted(source.streams)}"
+                if source.streams
+                else "declares no output streams (give it outputs = [...] or declare_output_fields)"
+            ),
             component=cid,
             stream=sub.stream,
         )

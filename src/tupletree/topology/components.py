@@ -201,10 +201,72 @@ _CALLED = {
 }
 
 
+# The arguments the runtime passes to each method, by base class (most specific first).
+# A component with ``_runtime_bolt`` (a windowed bolt) is run by another object, which
+# calls the user's methods its own way.
+_ARGUMENTS: tuple[tuple[type, dict[str, tuple[str, ...]]], ...] = (
+    (
+        Spout,
+        {
+            "open": ("conf", "context", "collector"),
+            "next_tuple": (),
+            "ack": ("msg_id",),
+            "fail": ("msg_id",),
+            "activate": (),
+            "deactivate": (),
+            "close": (),
+        },
+    ),
+    (BasicBolt, {"prepare": ("conf", "context"), "execute": ("tup", "collector"), "cleanup": ()}),
+    (
+        BatchBolt,
+        {"prepare": ("conf", "context"), "execute_batch": ("batch", "collector"), "cleanup": ()},
+    ),
+    (Bolt, {"prepare": ("conf", "context", "collector"), "execute": ("tup",), "cleanup": ()}),
+)
+
+
+def _check_arguments(component_id: str, component: Any) -> None:
+    """InvalidTopologyError if a method the runtime calls cannot take the arguments it is
+    called with (a BasicBolt's ``execute(self, tup)`` without the collector, a Bolt's with
+    one): otherwise every call fails with a bare TypeError, tuple after tuple."""
+    if getattr(component, "_runtime_bolt", None) is not None:
+        return
+    found = next(((b, m) for b, m in _ARGUMENTS if isinstance(component, b)), None)
+    if found is None:
+        return
+    base, methods = found
+    for name, args in methods.items():
+        method = getattr(component, name, None)
+        if method is None:
+            continue
+        try:
+            signature = inspect.signature(method)
+        except (TypeError, ValueError):  # a builtin or an odd callable: not checkable
+            continue
+        try:
+            signature.bind(*args)
+        except TypeError:
+            raise InvalidTopologyError(
+                f"component {component_id!r}: {type(component).__name__}.{name}"
+                f"{signature} cannot be called as {name}({', '.join(args)}), which is how "
+                f"a {base.__name__}'s {name} is called"
+                + (
+                    " (a BasicBolt's execute takes the collector; a Bolt's gets it in "
+                    "prepare: did you mean the other base class?)"
+                    if name in ("execute", "prepare") and base in (Bolt, BasicBolt)
+                    else ""
+                ),
+                component=component_id,
+            ) from None
+
+
 def check_called_methods(component_id: str, component: Any, kind: str) -> None:
     """InvalidTopologyError if a method the runtime calls (``kind``: "spout" or "bolt")
     is a generator or ``async def``: calling it would only create a generator or
-    coroutine and run none of its body, so every tuple would be acked unprocessed."""
+    coroutine and run none of its body, so every tuple would be acked unprocessed; or if
+    it cannot take the arguments the runtime passes (``_check_arguments``)."""
+    _check_arguments(component_id, component)
     for name in _CALLED[kind]:
         method = getattr(component, name, None)
         if inspect.isgeneratorfunction(method) or inspect.isasyncgenfunction(method):
