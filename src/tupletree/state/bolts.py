@@ -43,12 +43,17 @@ from tupletree.state.collector import (
 from tupletree.state.held import CheckpointTuples
 from tupletree.state.inputs import HANDLE, CheckpointInputs
 from tupletree.state.kv import KeyValueState
+from tupletree.state.layout import check_task_count
 from tupletree.state.planner import plan_topology
 from tupletree.state.protocol import CHECKPOINT_FIELDS, CHECKPOINT_STREAM, INITSTATE, PREPARE
 from tupletree.state.provider import open_state_store, state_namespace
 from tupletree.state.stateful_bolt import StatefulBolt
 from tupletree.store.hosts import require_shared
 from tupletree.topology.components import BasicBolt, Bolt
+
+
+def _nothing(*args: Any) -> None:
+    pass
 
 
 def aligned_mode(conf: dict[str, Any]) -> bool:
@@ -228,6 +233,9 @@ class StatefulBoltExecutor(_CheckpointBolt):
         """The task's state, as last committed (a StatefulWindowedBolt's executor
         builds more on the same store)."""
         self.store = open_state_store(conf)
+        # Before a key is read: state written with another task count is refused here
+        # (state/layout.py says why), not read under keys that moved.
+        check_task_count(self.store, context.component_id, len(context.this_component_tasks()))
         namespace = state_namespace(context.component_id, context.this_task_index)
         return KeyValueState(self.store, namespace)
 
@@ -264,6 +272,14 @@ class StatefulBoltExecutor(_CheckpointBolt):
                 bolt.pre_commit(txid)
             elif plan.hook == "pre_rollback":
                 bolt.pre_rollback()
+            elif plan.state_op in ("commit", "rollback") and not held.initialized:
+                # Before init_state the user's hook does not run, but state the bolt
+                # keeps beside the KeyValueState (a persistent window's saved index)
+                # must still follow the step, or init_state would find it prepared.
+                if plan.state_op == "commit":
+                    getattr(bolt, "commit_before_init", _nothing)(txid)
+                else:
+                    getattr(bolt, "rollback_before_init", _nothing)()
             if plan.state_op == "prepare":
                 state.prepare_commit(txid)
             elif plan.state_op == "commit":

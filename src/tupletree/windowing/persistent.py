@@ -181,6 +181,19 @@ class StatefulWindowRunner(StatefulBolt):
         if self.persistent:
             self.executor.rollback()
 
+    # A task started again in the middle of a checkpoint gets COMMIT or ROLLBACK before
+    # init_state, without the hooks above; the window's saved index must follow the
+    # step all the same, or init_state restores it as prepared, not as committed (the
+    # inputs since the commit then come again into a window that holds them already).
+
+    def commit_before_init(self, txid: int) -> None:
+        if self.persistent:
+            self.executor.commit(txid)
+
+    def rollback_before_init(self) -> None:
+        if self.persistent:
+            self.executor.index.rollback()  # init_state restores the window
+
     def cleanup(self) -> None:
         self.executor.cleanup()
 
