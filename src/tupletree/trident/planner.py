@@ -35,6 +35,7 @@ a repartition), two spouts named alike, a spout name starting with ``__``.
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
 from collections import defaultdict
@@ -190,6 +191,7 @@ def plan(topology: Any, *, allow_at_least_once: bool = False) -> tuple[Topology,
     """Compile; returns the Topology and the exactly-once verdict per (spout, state)."""
     nodes: list[Node] = sorted(topology._nodes, key=lambda n: n.id)
     nodes = _complete_drpc(topology, nodes)
+    nodes = _break_merge_cycles(nodes)
     groups = _groups(nodes)
     _check_drpc_alone(nodes, groups)
     _check_states_apart(nodes)
@@ -440,6 +442,94 @@ def _complete_drpc(topology: Any, nodes: list[Node]) -> list[Node]:
             make=lambda in_fields, name: ReturnResults(name, in_fields[0]),
         )
         out += [part, ret]
+    return out
+
+
+def _unit_roots(nodes: list[Node]) -> dict[int, int]:
+    """node id -> its bolt (a representative id): nodes linked without a partition, a
+    state query with its state (as ``plan`` forms its units)."""
+    parent = {n.id: n.id for n in nodes}
+    for n in nodes:
+        if n.kind in (OP, STATE):
+            for p in n.parents:
+                if p.kind in (OP, STATE, SPOUT_NODE):
+                    _union(parent, n.id, p.id)
+            if n.colocate_with is not None:
+                _union(parent, n.id, n.colocate_with.id)
+    return {n.id: _find(parent, n.id) for n in nodes}
+
+
+def _cyclic_units(nodes: list[Node]) -> set[int]:
+    """The bolts (as in ``_unit_roots``) that a repartition leads back into, directly or
+    through other bolts."""
+    root = _unit_roots(nodes)
+    edges: dict[int, set[int]] = defaultdict(set)
+    for n in nodes:
+        if n.kind != OP:
+            continue
+        for p in n.parents:
+            if p.kind != PARTITION:
+                continue
+            src = p
+            while src.kind == PARTITION:
+                src = src.parents[0]
+            if src.kind != DRPC:
+                edges[root[src.id]].add(root[n.id])
+    cyclic = set()
+    for start in edges:
+        seen, todo = set(), list(edges[start])
+        while todo:
+            u = todo.pop()
+            if u == start:
+                cyclic.add(start)
+                break
+            if u not in seen:
+                seen.add(u)
+                todo.extend(edges.get(u, ()))
+    return cyclic
+
+
+def _break_merge_cycles(nodes: list[Node]) -> list[Node]:
+    """A merge joins its parents' bolts into one; when a branch of a stream is
+    repartitioned and merged back with another branch (``s.each(...)`` merged with
+    ``s.shuffle().each(...)``), that bolt would feed itself through the repartition
+    (a cycle of bolts, whose batches never complete). Such a merge is fed through an
+    identity partition instead (Storm puts one after each spout): the merge and what
+    follows it become a bolt of their own. Works on a renumbered copy of the graph
+    (ids stay a topological order)."""
+    cyclic = _cyclic_units(nodes)
+    if not cyclic:
+        return nodes
+    root = _unit_roots(nodes)
+    merges = {
+        n.id
+        for n in nodes
+        if n.kind == OP
+        and len(n.parents) > 1
+        and root[n.id] in cyclic
+        and any(p.kind != PARTITION for p in n.parents)
+    }
+    if not merges:
+        return nodes
+    copies: dict[int, Node] = {}
+    out: list[Node] = []
+    for n in nodes:
+        c = copy.copy(n)
+        c.parents = [copies[p.id] for p in n.parents]
+        if n.colocate_with is not None:
+            c.colocate_with = copies[n.colocate_with.id]
+        if n.id in merges:
+            parents = []
+            for p in c.parents:
+                if p.kind != PARTITION:
+                    p = Node(-1, PARTITION, p.fields, [p], grouping="identity", label="identity")
+                    out.append(p)
+                parents.append(p)
+            c.parents = parents
+        copies[n.id] = c
+        out.append(c)
+    for i, c in enumerate(out):
+        c.id = i
     return out
 
 

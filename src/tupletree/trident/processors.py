@@ -54,6 +54,28 @@ def fan_out(receivers: Sequence[Send]) -> Send:
     return send
 
 
+def _frozen(value: Any) -> Any:
+    """``value`` with every list in it a tuple; TypeError if still unhashable."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    hash(value)
+    return value
+
+
+def group_key(key: Any, fields: Sequence[str], who: str) -> Any:
+    """A grouping key that a dict can hold: lists (a tag list, say) as tuples, which
+    group, route (runtime/hashing.py) and store (as JSON lists) as the lists do.
+    TypeError naming ``who`` and the fields for a value that cannot be grouped on."""
+    try:
+        return _frozen(key)
+    except TypeError as exc:
+        raise TypeError(
+            f"{who}: cannot group on the value {key!r} of field(s) {list(fields)}: {exc}; "
+            "a group's values must be hashable (str, numbers, None, tuples or lists of "
+            "them)"
+        ) from None
+
+
 def _values(values: Any, width: int, who: str) -> list[Any]:
     """``values`` as a list of ``width`` values; ValueError naming ``who`` otherwise."""
     if type(values) is not list:
@@ -411,9 +433,12 @@ class _Aggregation(Processor):
 
     def key(self, tup: TridentTuple) -> Any:
         idx = self.key_idx
-        if len(idx) == 1:
-            return tup[idx[0]]
-        return tuple([tup[i] for i in idx])
+        key = tup[idx[0]] if len(idx) == 1 else tuple([tup[i] for i in idx])
+        try:
+            hash(key)
+        except TypeError:
+            key = group_key(key, self.group_fields, self.name)
+        return key
 
     def key_values(self, key: Any) -> list[Any]:
         return [key] if len(self.key_idx) == 1 else list(key)
@@ -473,13 +498,22 @@ class CombinerAggregate(_Aggregation):
                 return tup[vi]
 
         combine = agg.combine
+        fields, who = self.group_fields, self.name
+
+        def hashable(key: Any) -> Any:  # the rare unhashable key (a list)
+            return group_key(key, fields, who)
+
         if self.count and len(key_idx) == 1:
             (k,) = key_idx
 
             def execute(batch: Any, tup: Any) -> None:
                 st = batch.states[slot]
                 key = tup[k]
-                st[key] = st.get(key, 0) + 1
+                try:
+                    st[key] = st.get(key, 0) + 1
+                except TypeError:
+                    key = hashable(key)
+                    st[key] = st.get(key, 0) + 1
 
         elif len(key_idx) == 1:
             (k,) = key_idx
@@ -488,7 +522,11 @@ class CombinerAggregate(_Aggregation):
                 value = value_of(tup)
                 st = batch.states[slot]
                 key = tup[k]
-                old = st.get(key, missing)
+                try:
+                    old = st.get(key, missing)
+                except TypeError:
+                    key = hashable(key)
+                    old = st.get(key, missing)
                 st[key] = value if old is missing else combine(old, value)
 
         elif key_idx:
@@ -497,7 +535,11 @@ class CombinerAggregate(_Aggregation):
                 value = value_of(tup)
                 st = batch.states[slot]
                 key = tuple([tup[i] for i in key_idx])
-                old = st.get(key, missing)
+                try:
+                    old = st.get(key, missing)
+                except TypeError:
+                    key = hashable(key)
+                    old = st.get(key, missing)
                 st[key] = value if old is missing else combine(old, value)
 
         else:
@@ -758,7 +800,12 @@ class Join(Processor):
         def execute(batch: Any, tup: TridentTuple) -> None:
             sides = batch.states[self.slot]
             key = tuple([tup[i] for i in self.key_idx[side]])
-            sides[side].setdefault(key, []).append([tup[i] for i in self.rest_idx[side]])
+            try:
+                got = sides[side].setdefault(key, [])
+            except TypeError:
+                key = group_key(key, self.join_fields[side], self.name)
+                got = sides[side].setdefault(key, [])
+            got.append([tup[i] for i in self.rest_idx[side]])
 
         return execute
 

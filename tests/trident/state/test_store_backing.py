@@ -37,10 +37,12 @@ def test_values_are_storms_json_layouts_under_readable_keys() -> None:
 
 
 def test_key_text_is_stable_and_reads_back_as_the_key() -> None:
-    key = ("é", 1, 2.5, None, True, ("x", 1), "")
+    key = ("é", 1, 2.5, None, True, ("x", 1.0), "")
     text = encode_key(key)
-    assert text == '["é",1,2.5,null,true,["x",1],""]'
+    # True and 1.0 are written as the int they equal: keys equal in Python are one key.
+    assert text == '["é",1,2.5,null,1,["x",1],""]'
     assert decode_key(text) == key
+    assert encode_key((1,)) == encode_key((1.0,)) == encode_key((True,))
     assert encode_key(({"b": 1, "a": 2},)) == '[{"a":2,"b":1}]'
 
 

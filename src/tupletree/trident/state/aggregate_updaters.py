@@ -88,7 +88,14 @@ class MapReducerAggStateUpdater(BaseStateUpdater):
         grouped: dict[tuple[Any, ...], list[Projected]] = {}
         for t in tuples:
             key = tuple(t.get(f) for f in self.group_fields)
-            grouped.setdefault(key, []).append(Projected(t, self.input_fields))
+            try:
+                got = grouped.setdefault(key, [])
+            except TypeError:
+                from tupletree.trident.processors import group_key
+
+                key = group_key(key, self.group_fields, "persistent_aggregate")
+                got = grouped.setdefault(key, [])
+            got.append(Projected(t, self.input_fields))
         keys = list(grouped)
         updaters = [ReducerValueUpdater(self.agg, grouped[k]) for k in keys]
         for key, value in zip(keys, state.multi_update(keys, updaters), strict=True):

@@ -2,7 +2,9 @@
 layouts the durable map states write.
 
 - Keys: the key tuple as JSON text of its list (``["man"]``, ``["us", 2024]``), with
-  dict members sorted, so one key always encodes the same way and a person can read it.
+  dict members sorted and True or an integral float written as the int it equals
+  (keys equal in Python are one key), so one key always encodes the same way and a
+  person can read it.
   A key that JSON cannot hold (bytes, a set, an object) is refused, naming it.
 - Values: Storm's layouts, by state type: transactional ``{"txid": 3, "val": 5}``,
   opaque ``{"currTxid": 3, "curr": 6, "prev": 4}``, non-transactional the bare value;
@@ -38,10 +40,28 @@ _KEYS = json.JSONEncoder(
 ).encode
 
 
+def _canonical(value: Any) -> Any:
+    """``value`` as the one representative of the values equal to it that JSON would
+    otherwise write apart: True and 1.0 as 1 (Python's equality, which the grouping
+    and every dict of a batch go by: 1, 1.0 and True are one group, so they must be one
+    stored key too), recursively in tuples and lists."""
+    cls = type(value)
+    if cls is str or cls is int or value is None:
+        return value
+    if cls is bool:
+        return int(value)
+    if cls is float:
+        return int(value) if value.is_integer() else value
+    if cls is tuple or cls is list:
+        return [_canonical(v) for v in value]
+    return value
+
+
 def encode_key(key: Key) -> str:
-    """The stable text of a key tuple; ValueError naming a key JSON cannot hold."""
+    """The stable text of a key tuple (equal keys alike: ``(1,)``, ``(1.0,)`` and
+    ``(True,)`` are ``[1]``); ValueError naming a key JSON cannot hold."""
     try:
-        return _KEYS(list(key))
+        return _KEYS([_canonical(v) for v in key])
     except (TypeError, ValueError) as exc:
         raise ValueError(f"map state key {key!r} cannot be stored: {exc}") from None
 
