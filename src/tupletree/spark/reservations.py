@@ -63,21 +63,11 @@ def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) 
             # ending): enough once they end, so wait for them a little.
             final = info.total - reserved < workers
             if final or time.monotonic() >= winding_down_deadline:
-                raise NotEnoughSlotsError(
-                    describe_shortage(name, workers, info),
-                    needed=workers,
-                    available=info.free,
-                    master=info.master,
-                )
+                raise _shortage(name, workers, info)
             time.sleep(0.2)
             continue
         if time.monotonic() >= deadline:
-            raise NotEnoughSlotsError(
-                describe_shortage(name, workers, info),
-                needed=workers,
-                available=info.free,
-                master=info.master,
-            )
+            raise _shortage(name, workers, info)
         if _stopped(sc):
             # A master that never took the application: Spark gives up after a
             # minute and stops the context; waiting on would end in Py4J's errors.
@@ -98,6 +88,15 @@ def reserve(sc: Any, job_group: str, name: str, workers: int, slot_wait: float) 
                 info.master,
             )
         time.sleep(0.5)
+
+
+def _shortage(name: str, workers: int, info: SlotInfo) -> NotEnoughSlotsError:
+    return NotEnoughSlotsError(
+        describe_shortage(name, workers, info),
+        needed=workers,
+        available=info.free,
+        master=info.master,
+    )
 
 
 def _stopped(sc: Any) -> bool:
@@ -132,12 +131,7 @@ def resize(sc: Any, job_group: str, name: str, workers: int) -> None:
             winding_down = total - held_by_others >= workers
             if not winding_down or time.monotonic() >= deadline:
                 info = SlotInfo(total=total, busy=others, master=sc.master, source=source)
-                raise NotEnoughSlotsError(
-                    describe_shortage(name, workers, info),
-                    needed=workers,
-                    available=info.free,
-                    master=info.master,
-                )
+                raise _shortage(name, workers, info)
         time.sleep(0.2)
 
 

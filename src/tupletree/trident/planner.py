@@ -201,14 +201,7 @@ def plan(topology: Any, *, allow_at_least_once: bool = False) -> tuple[Topology,
 
     # -- units: operations linked without a partition, state queries with their state,
     # and Trident spouts with the operations right after them.
-    parent = {n.id: n.id for n in nodes}
-    for n in nodes:
-        if n.kind in (OP, STATE):
-            for p in n.parents:
-                if p.kind in (OP, STATE, SPOUT_NODE):
-                    _union(parent, n.id, p.id)
-            if n.colocate_with is not None:
-                _union(parent, n.id, n.colocate_with.id)
+    parent = _linked(nodes)
     units: dict[int, _Unit] = {}
     unit_of: dict[int, _Unit] = {}
     for n in nodes:
@@ -448,6 +441,13 @@ def _complete_drpc(topology: Any, nodes: list[Node]) -> list[Node]:
 def _unit_roots(nodes: list[Node]) -> dict[int, int]:
     """node id -> its bolt (a representative id): nodes linked without a partition, a
     state query with its state (as ``plan`` forms its units)."""
+    parent = _linked(nodes)
+    return {n.id: _find(parent, n.id) for n in nodes}
+
+
+def _linked(nodes: list[Node]) -> dict[int, int]:
+    """The union-find forest of the nodes one bolt runs: linked without a partition, a
+    state query with its state."""
     parent = {n.id: n.id for n in nodes}
     for n in nodes:
         if n.kind in (OP, STATE):
@@ -456,7 +456,7 @@ def _unit_roots(nodes: list[Node]) -> dict[int, int]:
                     _union(parent, n.id, p.id)
             if n.colocate_with is not None:
                 _union(parent, n.id, n.colocate_with.id)
-    return {n.id: _find(parent, n.id) for n in nodes}
+    return parent
 
 
 def _cyclic_units(nodes: list[Node]) -> set[int]:
