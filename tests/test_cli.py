@@ -72,6 +72,29 @@ def test_version_and_help_answer_plainly(capsys: pytest.CaptureFixture[str]) -> 
     assert "usage: tupletree" in text and "run" in text
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["rebalance", "wc", "-n", "0"], "a number of workers, 1 or more, got '0'"),
+        (["rebalance", "wc", "-n", "two"], "a number of workers, 1 or more, got 'two'"),
+        (["kill", "wc", "-w", "-1"], "seconds, 0 or more, got -1"),
+        (["rebalance", "wc", "-w", "nan"], "seconds, 0 or more, got nan"),
+        (["kill", "wc", "-w", "soon"], "wants a number of seconds, got 'soon'"),
+    ],
+)
+def test_remote_verbs_refuse_a_bad_count_or_wait_before_asking_the_service(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-n 0`` and ``-w -1`` are refused by the CLI with the option's rule, as argparse
+    refuses anything unreadable, before any request (they used to reach the service)."""
+    from tupletree.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--ui", "http://127.0.0.1:9"])
+    assert done.value.code == 2
+    assert said in capsys.readouterr().err
+
+
 # -- stopping a run: signals, a kill from outside, bad arguments ------------------------
 
 RUN_FILE = """

@@ -506,6 +506,24 @@ def _seconds(text: str) -> float:
     return secs
 
 
+def _wait_seconds(text: str) -> float:
+    """``-w``: a finite number of seconds, 0 or more (Storm's wait; 0: at once)."""
+    try:
+        secs = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a number of seconds, got {text!r}") from None
+    if not math.isfinite(secs) or secs < 0:
+        raise argparse.ArgumentTypeError(f"wants a finite number of seconds, 0 or more, got {text}")
+    return secs
+
+
+def _workers_option(text: str) -> int:
+    """``-n``: a number of workers, 1 or more."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"wants a number of workers, 1 or more, got {text!r}")
+    return int(text)
+
+
 def cmd_remote(args: argparse.Namespace) -> int:
     """list, stats, activate, deactivate, kill, rebalance: against a running cluster's
     web service."""
@@ -683,13 +701,15 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument(
                 "-w",
                 "--wait",
-                type=float,
+                type=_wait_seconds,
                 default=None,
                 help=f"seconds between deactivating and the {command} (default: its message "
                 "timeout)",
             )
         if command == "rebalance":
-            p.add_argument("-n", "--num-workers", dest="workers", type=int, default=None)
+            p.add_argument(
+                "-n", "--num-workers", dest="workers", type=_workers_option, default=None
+            )
             p.add_argument(
                 "-e",
                 "--executors",
