@@ -28,7 +28,12 @@ blocking. A frame that does not fit stays queued here, ``blocked()`` turns true,
 the worker stops polling its spouts until it drains (max spout pending bounds the rest).
 A receiver only reads frames while its own inboxes are under their limit, so a slow
 worker fills its socket, then its senders' sockets, then stops their spouts, instead of
-growing memory anywhere.
+growing memory anywhere. A worker whose own frames are stuck stops reading too: while
+the frames waiting for its peers hold ``STALLED_BYTES_LIMIT`` bytes (``congested()``),
+``receive`` reads nothing, so a worker relaying from a live sender to a peer that stopped
+reading fills its sender's socket (whose spouts then stop) instead of holding every
+frame it relays. (A cycle of workers each stuck on the next stops alike, as Storm's
+workers do; the limit is far above what a healthy cycle holds.)
 
 A value that cannot be pickled is reported naming the component and stream, and the
 tuple's trees are failed at once (``on_unserializable``), so the spout replays them.
@@ -110,6 +115,8 @@ FRAME_ITEMS = 512
 LINGER_SECS = 0.002
 PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# Bytes of frames waiting for peers' sockets over which a worker stops reading its own.
+STALLED_BYTES_LIMIT = 64 * 1024 * 1024
 # Linux's abstract socket namespace: other systems have Unix sockets only as files.
 SAME_HOST_IPC_POSSIBLE = sys.platform.startswith("linux")
 # Binds tried before a worker gives up on a Unix-socket name already taken (by a process
@@ -182,6 +189,8 @@ class Transport:
         self.endpoints: dict[int, str] = {}  # per peer: where its PUSH socket connected
         self._buffers: dict[int, PeerBuffer] = {}
         self._stalled: dict[int, list[bytes]] = {}  # payloads, not sealed yet
+        self.stalled_bytes = 0  # what _stalled holds, over all peers
+        self.stalled_bytes_limit = STALLED_BYTES_LIMIT
         self._sources: dict[tuple[Any, ...], TupleSource] = {}
         self._deliver: dict[int, Callable[[Any], None]] = {}
         self._deliver_to: dict[int, Any] | None = None
@@ -253,7 +262,9 @@ class Transport:
         old = self._push.pop(worker, None)
         if old is not None:
             old.close(linger=0)
-            self._stalled.pop(worker, None)
+            dropped = self._stalled.pop(worker, None)
+            if dropped:
+                self.stalled_bytes -= sum([len(payload) for payload in dropped])
             self._sealed.pop(worker, None)
         sock = self._context.socket(zmq.PUSH)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
@@ -305,6 +316,7 @@ class Transport:
             frames = self._serialize(taken)
             if frames:
                 self._stalled.setdefault(worker, []).extend(frames)
+                self.stalled_bytes += sum([len(payload) for payload in frames])
         for worker, payloads in self._stalled.items():
             sock = self._push.get(worker)
             if sock is None:
@@ -319,7 +331,7 @@ class Transport:
                 except zmq.Again:
                     self._sealed[worker] = frame
                     break
-                payloads.pop(0)
+                self.stalled_bytes -= len(payloads.pop(0))
                 sent += 1
             if sent:
                 address = self._addresses[worker]
@@ -328,6 +340,11 @@ class Transport:
     def blocked(self) -> bool:
         """True while frames wait for a peer's socket to take them (backpressure)."""
         return any(self._stalled.values())
+
+    def congested(self) -> bool:
+        """True while the frames waiting for peers hold ``stalled_bytes_limit`` bytes or
+        more: ``receive`` reads nothing until they drain."""
+        return self.stalled_bytes >= self.stalled_bytes_limit
 
     def _serialize(self, lists: dict[int, list[Any]]) -> list[bytes]:
         """The payloads of frames for these items: one, unless its frame would exceed
@@ -373,7 +390,11 @@ class Transport:
     # -- receiving ----------------------------------------------------------------
 
     def receive(self, inboxes: dict[int, Any], max_frames: int) -> int:
-        """Move up to ``max_frames`` frames into local inboxes; return items moved."""
+        """Move up to ``max_frames`` frames into local inboxes; return items moved.
+        Reads nothing while ``congested()``: what this worker would make of them could
+        not be sent either (backpressure reaches the senders through their sockets)."""
+        if self.stalled_bytes >= self.stalled_bytes_limit:
+            return 0
         if self._deliver_to is not inboxes:
             # A worker's inboxes never change once it is built: bind their extends once.
             self._deliver = {task: inbox.extend for task, inbox in inboxes.items()}

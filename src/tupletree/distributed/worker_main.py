@@ -196,6 +196,10 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
     poller.register(transport.socket, zmq.POLLIN)
     arrivals = control.arrivals
     poller.register(arrivals, zmq.POLLIN)
+    # While the transport is congested it reads no frame, so a frame waiting must not
+    # end the wait (the loop would spin): then only the driver's messages do.
+    driver_only = zmq.Poller()
+    driver_only.register(arrivals, zmq.POLLIN)
     last_report = -math.inf  # the first report goes with the first step, whatever the clock
     sent = (0, 0)  # errors and timed-out trees reported so far
     idle_rounds = 0
@@ -236,7 +240,8 @@ def _loop(worker: Worker, transport: Any, control: Any, index: int) -> None:
             longest = last_report + REPORT_SECS - now
             if draining_since is not None:
                 longest = min(longest, IDLE_WAIT_LONGEST_SECS)
-            if dict(poller.poll(idle_wait_ms(worker, now, longest))).get(arrivals):
+            waiting = driver_only if transport.congested() else poller
+            if dict(waiting.poll(idle_wait_ms(worker, now, longest))).get(arrivals):
                 control.clear_arrivals()
     worker.shutdown()
     _report(worker, transport, control, sent, idle=True)

@@ -1,7 +1,8 @@
 """A worker: one OS thread of control hosting a set of tasks and scheduling them.
 
 Design note: every local task runs on the worker's single thread, in rounds. A round
-gives each bolt and acker task one turn (drain up to ``batch`` tuples), then each spout
+gives each bolt and acker task one turn (drain up to ``batch`` tuples; while a bolt's
+inbox is over its limit, only the fullest bolt and the ackers), then each spout
 task delivers its acker replies and, unless max spout pending is reached or a bolt's
 inbox is over ``topology.executor.receive.buffer.size`` (backpressure), polls
 ``next_tuple`` up to ``spout_calls`` times. One thread means no locks on the hot path
@@ -518,8 +519,20 @@ class Worker:
         requested meanwhile ends the round after the turn that saw it."""
         progressed = False
         batch = self.batch
+        # While a bolt's inbox is over its limit, only the bolt with the fullest inbox
+        # (and the ackers, which feed no bolt) gets a turn: a bolt that emits thousands
+        # of tuples per input would otherwise pile its whole inbox times that into the
+        # next one, round after round (the spouts were already stopped). So an inbox
+        # grows past the fullest one by one turn's emits at most, and drains first.
+        fullest = None
+        if self.over_limit():
+            fullest = max(
+                (ex for ex in self.bolts if not isinstance(ex, AckerExecutor)),
+                key=lambda ex: len(ex.inbox),
+                default=None,  # only ackers: they all run
+            )
         for ex in self.bolts:
-            if ex.inbox:
+            if ex.inbox and (fullest is None or ex is fullest or isinstance(ex, AckerExecutor)):
                 self.busy = ex
                 ex.run_batch(batch)
                 progressed = True
