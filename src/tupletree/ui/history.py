@@ -60,6 +60,17 @@ def _rates(new: dict[str, float], old: dict[str, float] | None, dt: float) -> di
     return out
 
 
+def _went_back(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Whether any counter of ``new`` is below ``old``'s (a new run's sample)."""
+    for table in ("components", "tasks"):
+        before = old[table]
+        for key, figures in new[table].items():
+            prev = before.get(key)
+            if prev is not None and any(figures[k] < prev[k] for k in figures):
+                return True
+    return False
+
+
 class TopologyHistory:
     """Samples of one topology; see the module docstring for bounds."""
 
@@ -88,6 +99,12 @@ class TopologyHistory:
         if self._samples:
             t0, prev = self._samples[-1]
             if t <= t0:
+                return
+            if _went_back(sample, prev):
+                # Counters never go back within a run: this is a new one under the name
+                # (killed and submitted again). Its rates start from this sample.
+                self._samples.clear()
+                self._samples.append((t, sample))
                 return
             dt = t - t0
             new, old = sample["totals"], prev["totals"]

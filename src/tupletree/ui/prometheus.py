@@ -219,8 +219,11 @@ class ClusterCollector(Collector):
                     for family, figure in counters:
                         family.add_metric(labels, float(figure(t)))
                     timed_out = t["timed_out"]
+                    # A spout's failed counts its timed-out trees too; an acker's does
+                    # not (it counts a tree it expires in timed_out alone).
+                    explicit = t["failed"] if cid == ACKER_COMPONENT else t["failed"] - timed_out
                     failed.add_metric([*labels, "timeout"], float(timed_out))
-                    failed.add_metric([*labels, "explicit"], float(max(0, t["failed"] - timed_out)))
+                    failed.add_metric([*labels, "explicit"], float(max(0, explicit)))
                     hist = t.get("complete_latency_hist")
                     if hist:
                         complete.add_metric(labels, histogram_buckets(hist), hist["sum_ms"] / 1e3)

@@ -50,6 +50,10 @@ MAX_PENDING_KILLS = 64
 MAX_CONNECTIONS = 256
 HEADER_TIMEOUT_SECS = 10.0
 IDLE_TIMEOUT_SECS = 30.0
+# A topology whose start is later than the kept history's by more than this is another
+# run under the name (the estimate of a start, now - uptime, is late by the time between
+# the cluster's clock read and ours: far below this).
+RESUBMIT_SLACK_SECS = 1.0
 OPTIONS = frozenset(
     {
         "token",
@@ -93,6 +97,8 @@ class UIService:
         self.hosts = HostPolicy(allowed_hosts)
         self._histories: dict[str, TopologyHistory] = {}
         self._graphs: dict[str, dict[str, Any]] = {}
+        # Per name, the run its history is of: (its topology, its start's estimate).
+        self._runs: dict[str, tuple[Any, float]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._kills: list[threading.Timer] = []
@@ -174,23 +180,39 @@ class UIService:
         for name in names:
             try:
                 metrics = self.cluster.metrics(name)
+                history = self.history(name)
             except Exception:  # killed meanwhile, or its Spark job ended
                 continue
-            self.history(name).add(time.monotonic(), metrics)
+            history.add(time.monotonic(), metrics)
         with self._lock:
             for gone in set(self._histories) - set(names):
                 del self._histories[gone]
                 self._graphs.pop(gone, None)
+                self._runs.pop(gone, None)
 
     def history(self, name: str) -> TopologyHistory:
+        """The history of the topology running under ``name``: a new one when the
+        topology is not the one the kept history was made for (killed and submitted
+        again under the name since: another topology object, or a later start)."""
+        info = self.cluster.topology_info(name)
+        topology = info["topology"]
+        started = time.monotonic() - info["uptime_secs"]  # at most its submit, same run
         with self._lock:
             history = self._histories.get(name)
-            if history is None:
-                topology = self.cluster.topology_info(name)["topology"]
+            run = self._runs.get(name)
+            if (
+                history is None
+                or run is None
+                or run[0] is not topology
+                or started > run[1] + RESUBMIT_SLACK_SECS
+            ):
                 spouts = [s.id for s in topology.spouts]
                 history = TopologyHistory(spouts, max_points=self.max_points)
                 self._histories[name] = history
                 self._graphs[name] = topology_graph(topology)
+                self._runs[name] = (topology, started)
+            elif started > run[1]:
+                self._runs[name] = (topology, started)  # a closer estimate of the start
             return history
 
     def graph(self, name: str) -> dict[str, Any]:

@@ -297,9 +297,7 @@ def topology_page(
                     "windowPretty": "All time",
                     "emitted": entry["emitted"],
                     "transferred": sum(s["transferred"] for s in spouts + bolts),
-                    "completeLatency": _r(
-                        max((s["completeLatency"] or 0.0 for s in spouts), default=None)
-                    ),
+                    "completeLatency": _r(_complete_latency(topology, metrics)),
                     "acked": entry["acked"],
                     "failed": entry["failed"],
                 }
@@ -317,6 +315,18 @@ def topology_page(
         }
         | ({"trident": trident} if (trident := trident_view(metrics)) is not None else {})
     )
+
+
+def _complete_latency(topology: Any, metrics: Mapping[str, Any]) -> float | None:
+    """Storm's topology complete latency: the mean (ms) over every tree its spouts
+    completed, each spout weighted by its trees; None until one completed."""
+    count, total_ms = 0, 0.0
+    for spec in topology.spouts:
+        hist = metrics.get(spec.id, {}).get("complete_latency_hist")
+        if hist:
+            count += hist["count"]
+            total_ms += hist["sum_ms"]
+    return total_ms / count if count else None
 
 
 def trident_view(metrics: Mapping[str, Any]) -> dict[str, Any] | None:

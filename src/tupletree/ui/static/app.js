@@ -482,8 +482,11 @@ function drawTiles(topo, history) {
   const last = history.timeline.length ? history.timeline[history.timeline.length - 1] : null;
   $("t-acked").textContent = last ? rate(last.acked) : "–";
   $("t-failed").textContent = last ? rate(last.failed) : "–";
-  const lat = topo.spouts.map((sp) => sp.completeLatency).filter((v) => v !== null);
-  $("t-latency").textContent = lat.length ? ms(Math.max(...lat)) + " ms" : "–";
+  // Storm's topology complete latency: the mean over every tree, each spout weighted by
+  // its trees (views.py, _complete_latency), not the slowest spout's mean.
+  const stats = (topo.topologyStats || [])[0];
+  const lat = stats ? stats.completeLatency : null;
+  $("t-latency").textContent = lat !== null && lat !== undefined ? ms(lat) + " ms" : "–";
   $("t-pending").textContent = count(topo.spouts.reduce((a, sp) => a + (sp.pending || 0), 0));
   $("t-total").textContent = count(topo.acked);
 }
