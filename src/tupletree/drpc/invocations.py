@@ -168,6 +168,7 @@ class ResultSender:
     ``send`` never blocks. A batch that cannot be delivered is retried once after a
     short pause, then dropped with an error in ``errors`` (for the owning task to report
     on its own thread) and a log line; its callers get a timeout error from the server.
+    A result the server refuses as too large (413) on its own fails its request at once.
     """
 
     def __init__(
@@ -215,17 +216,36 @@ class ResultSender:
         finally:
             client.close()
 
+    def _refused(self, client: InvocationsClient, item: tuple[str, str], exc: Exception) -> None:
+        request_id, result = item
+        reason = (
+            f"its result ({len(result)} characters) is too large for the DRPC server "
+            f"{self.host}:{self.port}: {exc}"
+        )
+        err = ConnectionError(f"ReturnResults could not deliver a DRPC result: {reason}")
+        self.errors.append(err)
+        log.warning("%s", err)
+        try:
+            client.fail(request_id, reason[:1000])
+        except Exception as fail_exc:
+            log.warning("could not fail DRPC request %s: %s", request_id, fail_exc)
+
     def _deliver(self, client: InvocationsClient, batch: list[tuple[str, str]]) -> None:
         for attempt in (0, 1):
             try:
                 client.results(batch)
                 return
             except Exception as exc:
-                if getattr(exc, "status", None) == 413 and len(batch) > 1:
-                    # Too large together, maybe not apart: halve it.
-                    half = len(batch) // 2
-                    self._deliver(client, batch[:half])
-                    self._deliver(client, batch[half:])
+                if getattr(exc, "status", None) == 413:
+                    if len(batch) > 1:
+                        # Too large together, maybe not apart: halve it.
+                        half = len(batch) // 2
+                        self._deliver(client, batch[:half])
+                        self._deliver(client, batch[half:])
+                    else:
+                        # Too large for the server on its own: no retry helps, so fail
+                        # the request, and its caller hears why now, not at its timeout.
+                        self._refused(client, batch[0], exc)
                     return
                 if attempt == 0:
                     time.sleep(0.2)

@@ -72,6 +72,9 @@ class DRPCSpout(Spout):
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._collector = collector
         self._remote: _RemoteSource | None = None
+        # Requests emitted whose tree has not completed or failed yet: failed on close,
+        # so a killed topology's callers hear of it now, not at drpc.request.timeout.secs.
+        self._in_flight: set[Any] = set()
         if self.local_key is not None:
             self._book = registry.lookup(self.local_key)
             self._wakeup = context.wakeup
@@ -110,6 +113,7 @@ class DRPCSpout(Spout):
         """Emit a request taken from its server; when the emit raises (a user's
         grouping, say), fail it at once: its caller hears of it now, not at the
         request's timeout (10 minutes by default)."""
+        self._in_flight.add(msg_id)
         try:
             self._collector.emit(values, msg_id=msg_id)
         except BaseException:
@@ -131,14 +135,19 @@ class DRPCSpout(Spout):
             )
 
     def ack(self, msg_id: Any) -> None:
-        pass  # ReturnResults already delivered the result.
+        # ReturnResults already delivered the result.
+        self._in_flight.discard(msg_id)
 
     def fail(self, msg_id: Any) -> None:
+        self._in_flight.discard(msg_id)
+        self._fail_request(msg_id, FAILED_REASON)
+
+    def _fail_request(self, msg_id: Any, reason: str) -> None:
         if self._remote is None:
-            self._book.fail(msg_id, FAILED_REASON)
+            self._book.fail(msg_id, reason)
         else:
             host, port, request_id = msg_id
-            self._remote.report_failure(host, port, request_id, FAILED_REASON)
+            self._remote.report_failure(host, port, request_id, reason)
 
     def activate(self) -> None:
         if self._remote is not None:
@@ -149,6 +158,11 @@ class DRPCSpout(Spout):
             self._remote.active = False
 
     def close(self) -> None:
+        # The topology stops (killed): its requests in flight will never complete, so
+        # their callers get an error now (a result delivered already makes this a no-op).
+        in_flight, self._in_flight = getattr(self, "_in_flight", set()), set()
+        for msg_id in in_flight:
+            self._fail_request(msg_id, STOPPED_REASON)
         if self._remote is None:
             if self.local_key is not None and hasattr(self, "_book"):
                 self._book.unregister(self.function, getattr(self, "_wakeup", None))
