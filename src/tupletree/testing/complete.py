@@ -13,13 +13,21 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from tupletree.cluster import Cluster
 from tupletree.testing.feeder import AckFailTracker, checked_row
 from tupletree.testing.shared import SharedList
 from tupletree.topology.builder import ComponentSpec, Topology, validate_structure
-from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, BatchBolt, Bolt, Spout
+from tupletree.topology.components import (
+    DEFAULT_STREAM,
+    BasicBolt,
+    BatchBolt,
+    Bolt,
+    Spout,
+    declared_streams,
+)
 
 __all__ = ["FixedTupleSpout", "MockedSources", "Results", "complete_topology", "read_tuples"]
 
@@ -28,15 +36,26 @@ class FixedTupleSpout(Spout):
     """Emits a fixed list of tuples once, each with its index as message id, its tasks
     splitting the list between them (Storm's FixedTupleSpout). Records each ack and fail
     in ``settled`` (an AckFailTracker), so ``complete_topology`` knows when every tuple
-    is settled, and how."""
+    is settled, and how. ``other_streams`` (``{stream: (fields, direct)}``) are declared
+    too, as the spout it stands in for declares them, so what subscribes to them still
+    validates (Storm's mock replaces the spout object, not its declared streams)."""
 
-    def __init__(self, tuples: list[list[Any]], fields: list[str], settled: AckFailTracker) -> None:
+    def __init__(
+        self,
+        tuples: list[list[Any]],
+        fields: list[str],
+        settled: AckFailTracker,
+        other_streams: Mapping[str, tuple[list[str], bool]] | None = None,
+    ) -> None:
         self.tuples = [list(t) for t in tuples]
         self.fields = fields
         self.settled = settled
+        self.other_streams = dict(other_streams or {})
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(self.fields)
+        for stream, (fields, direct) in self.other_streams.items():
+            declarer.declare_stream(stream, fields, direct=direct)
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         tasks = context.this_component_tasks()
@@ -93,13 +112,30 @@ class _CapturingCollector:
         stream = kwargs.get("stream", args[i] if len(args) > i else DEFAULT_STREAM)
         self._capture.record(stream, values)
 
+    # Each emit is recorded once the runtime took it: an emit it refused (EmitError,
+    # caught by the component) sent nothing, and raises the runtime's own error.
     def emit(self, values: Any, *args: Any, **kwargs: Any) -> list[int]:
+        targets = self._inner.emit(values, *args, **kwargs)
         self._record(values, args, kwargs)
-        return self._inner.emit(values, *args, **kwargs)
+        return targets
 
     def emit_direct(self, task: int, values: Any, *args: Any, **kwargs: Any) -> list[int]:
+        targets = self._inner.emit_direct(task, values, *args, **kwargs)
         self._record(values, args, kwargs)
-        return self._inner.emit_direct(task, values, *args, **kwargs)
+        return targets
+
+    def emit_batch(self, rows: Any, *args: Any, **kwargs: Any) -> list[int]:
+        """A spout's batch (one tree): each row recorded as the tuple it is."""
+        if (
+            type(rows) is not list
+            and not isinstance(rows, str | bytes | Mapping | AbstractSet)
+            and isinstance(rows, Iterable)
+        ):
+            rows = list(rows)  # an iterator is read once: by the runtime and by us
+        targets = self._inner.emit_batch(rows, *args, **kwargs)
+        for values in rows:
+            self._record(values, args, kwargs)
+        return targets
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -120,6 +156,18 @@ class _Wrapping:
     def declare_output_fields(self, declarer: Any) -> None:
         self.inner.declare_output_fields(declarer)
 
+    # What the runtime looks up on a component besides its lifecycle methods: the
+    # wrapped one's, so it is checked and described as it would be on a cluster.
+    def check_config(self, conf: dict[str, Any], component: str) -> None:
+        check = getattr(self.inner, "check_config", None)
+        if check is not None:
+            check(conf, component)
+
+    def unpicklable_part(self, dumps: Any) -> str:
+        culprit = getattr(self.inner, "unpicklable_part", None)
+        part = culprit(dumps) if callable(culprit) else None
+        return f"wrapped {type(self.inner).__name__}" + (f", its {part}" if part else "")
+
 
 class _CapturingSpout(_Wrapping, Spout):
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
@@ -133,6 +181,9 @@ class _CapturingSpout(_Wrapping, Spout):
 
     def fail(self, msg_id: Any) -> None:
         self.inner.fail(msg_id)
+
+    def reset_timeout(self, msg_id: Any) -> None:
+        self.inner.reset_timeout(msg_id)
 
     def activate(self) -> None:
         self.inner.activate()
@@ -204,6 +255,29 @@ def _capturing(obj: Any, capture: _Capture) -> Any:
     return _CapturingBolt(obj, capture)
 
 
+def _stand_in(
+    spec: ComponentSpec, rows: list[list[Any]], fields: list[str], settled: AckFailTracker
+) -> Any:
+    """The FixedTupleSpout that replaces the mocked spout ``spec``, declaring the spout's
+    other streams too. A spout the topology's plan wrapped (a stateful topology's data
+    spouts) wraps its stand-in the same way, so the plan's wiring still holds; the streams
+    that wrapper declares itself are left to it."""
+    wrap_like = getattr(spec.obj, "wrap_like", None)
+
+    def build(others: dict[str, tuple[list[str], bool]]) -> Any:
+        spout = FixedTupleSpout(rows, fields, settled, others)
+        return spout if wrap_like is None else wrap_like(spout)
+
+    own = declared_streams(spec.id, build({}))
+    return build(
+        {
+            stream: (declared.fields.to_list(), declared.direct)
+            for stream, declared in spec.streams.items()
+            if stream not in own
+        }
+    )
+
+
 _names = itertools.count(1)
 
 
@@ -212,13 +286,21 @@ class Results(dict[str, dict[str, list[list[Any]]]]):
 
     ``acked`` and ``failed`` say, per mocked spout, which of its tuples (indices into its
     mocked list) had their tree acked and which failed or timed out: a run that "completed"
-    by failing every tuple is told apart from one that processed them.
+    by failing every tuple is told apart from one that processed them. ``streams`` holds
+    each component's declared streams (when ``components`` maps ids to ComponentSpecs),
+    so ``read_tuples`` can refuse a stream name the component does not declare.
     """
 
     def __init__(self, components: Iterable[str]) -> None:
         super().__init__((cid, {}) for cid in components)
         self.acked: dict[str, set[int]] = {}
         self.failed: dict[str, set[int]] = {}
+        self.streams: dict[str, list[str]] = {}
+        if isinstance(components, Mapping):
+            for cid, spec in components.items():
+                declared = getattr(spec, "streams", None)
+                if declared is not None:
+                    self.streams[cid] = sorted(declared)
 
 
 def complete_topology(
@@ -255,12 +337,7 @@ def complete_topology(
             for i, row in enumerate(mocked[cid]):
                 checked_row(row, f"MockedSources: {cid!r} row {i}", fields)
             settled[cid] = AckFailTracker()
-            obj = FixedTupleSpout(mocked[cid], fields, settled[cid])
-            # A spout the topology's plan wrapped (a stateful topology's data spouts)
-            # wraps its stand-in the same way, so the plan's wiring still holds.
-            wrap_like = getattr(spec.obj, "wrap_like", None)
-            if wrap_like is not None:
-                obj = wrap_like(obj)
+            obj = _stand_in(spec, mocked[cid], fields, settled[cid])
         new = ComponentSpec(
             cid, _capturing(obj, _Capture(emitted, cid)), spec.kind, spec.parallelism, spec.tasks
         )
@@ -315,7 +392,15 @@ def _not_done(
 
 
 def read_tuples(results: Results, component: str, stream: str = DEFAULT_STREAM) -> list[list[Any]]:
-    """The value lists ``component`` emitted on ``stream`` during ``complete_topology``."""
+    """The value lists ``component`` emitted on ``stream`` during ``complete_topology``
+    (``[]`` for a declared stream it did not emit on); KeyError for a component or a
+    stream the topology does not have, naming the ones it has."""
     if component not in results:
         raise KeyError(f"no component {component!r} in results; components: {sorted(results)}")
-    return list(results[component].get(stream, []))
+    captured = results[component]
+    declared = getattr(results, "streams", {}).get(component)
+    if declared is not None and stream not in declared and stream not in captured:
+        raise KeyError(
+            f"component {component!r} declares no stream {stream!r}; its streams: {declared}"
+        )
+    return list(captured.get(stream, []))
