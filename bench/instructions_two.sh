@@ -19,6 +19,8 @@ set -euo pipefail
 # One string hash seed for every run: with a random one, the same code measured ~1k a
 # sentence apart from run to run (dict probes over the 10,000 words; callgrind diffs).
 export PYTHONHASHSEED="${PYTHONHASHSEED:-0}"
+# Under valgrind trees take ~50x longer: no tree may time out (bench/two_workers.py).
+export MESSAGE_TIMEOUT_SECS="${MESSAGE_TIMEOUT_SECS:-3600}"
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-$here/../.venv/bin/python}"
 corpus="${1:-benchmark}"

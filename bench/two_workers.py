@@ -62,6 +62,11 @@ KEY = data_key(new_secret())  # shared by the forked workers, as a topology's ar
 # were busy 96% of it and ran 1.47x one (notes/performance.md, stop 36).
 IN_FLIGHT = int(os.environ.get("IN_FLIGHT", 1000))
 TREES_IN_FLIGHT = int(os.environ.get("TREES_IN_FLIGHT", 100))
+# Storm's default, 30 s. Under valgrind a run goes ~50x slower while the timeout is still
+# wall-clock seconds: at parallelism 16 with trees of 100, 1,600 trees are in flight (100
+# a spout task) and waited longer than that, so trees timed out, failed and were counted
+# in the instructions a sentence (stop 41). The instruction scripts raise it.
+MESSAGE_TIMEOUT_SECS = int(os.environ.get("MESSAGE_TIMEOUT_SECS", 30))
 
 
 def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -> dict:
@@ -71,6 +76,7 @@ def conf(workers: int, parallelism: int | None = None, rows_per_tree: int = 1) -
             Config.TOPOLOGY_ACKER_EXECUTORS: parallelism or workers,
             # Max pending counts trees.
             Config.TOPOLOGY_MAX_SPOUT_PENDING: max(IN_FLIGHT // rows_per_tree, TREES_IN_FLIGHT),
+            Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: MESSAGE_TIMEOUT_SECS,
             **_transfer_batching_from_env(),
         }
     )
