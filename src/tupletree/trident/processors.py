@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tupletree.trident.builtin import Count
+from tupletree.trident.group_keys import group_key
 from tupletree.trident.operation import TridentCollector, TridentOperationContext
 from tupletree.trident.state.operations import check_results
 from tupletree.trident.tuple import TridentTuple, schema
@@ -52,28 +53,6 @@ def fan_out(receivers: Sequence[Send]) -> Send:
             r(batch, tup)
 
     return send
-
-
-def _frozen(value: Any) -> Any:
-    """``value`` with every list in it a tuple; TypeError if still unhashable."""
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(v) for v in value)
-    hash(value)
-    return value
-
-
-def group_key(key: Any, fields: Sequence[str], who: str) -> Any:
-    """A grouping key that a dict can hold: lists (a tag list, say) as tuples, which
-    group, route (runtime/hashing.py) and store (as JSON lists) as the lists do.
-    TypeError naming ``who`` and the fields for a value that cannot be grouped on."""
-    try:
-        return _frozen(key)
-    except TypeError as exc:
-        raise TypeError(
-            f"{who}: cannot group on the value {key!r} of field(s) {list(fields)}: {exc}; "
-            "a group's values must be hashable (str, numbers, None, tuples or lists of "
-            "them)"
-        ) from None
 
 
 def _values(values: Any, width: int, who: str) -> list[Any]:
@@ -433,12 +412,13 @@ class _Aggregation(Processor):
 
     def key(self, tup: TridentTuple) -> Any:
         idx = self.key_idx
-        key = tup[idx[0]] if len(idx) == 1 else tuple([tup[i] for i in idx])
-        try:
-            hash(key)
-        except TypeError:
-            key = group_key(key, self.group_fields, self.name)
-        return key
+        if len(idx) == 1:
+            return tup[idx[0]]
+        return tuple([tup[i] for i in idx])
+
+    def hashable(self, key: Any) -> Any:
+        """The key a dict refused (a list in it), as it is grouped (trident/group_keys.py)."""
+        return group_key(key, self.group_fields, self.name)
 
     def key_values(self, key: Any) -> list[Any]:
         return [key] if len(self.key_idx) == 1 else list(key)
@@ -498,10 +478,7 @@ class CombinerAggregate(_Aggregation):
                 return tup[vi]
 
         combine = agg.combine
-        fields, who = self.group_fields, self.name
-
-        def hashable(key: Any) -> Any:  # the rare unhashable key (a list)
-            return group_key(key, fields, who)
+        hashable = self.hashable
 
         if self.count and len(key_idx) == 1:
             (k,) = key_idx
@@ -584,7 +561,11 @@ class ReducerAggregate(_Aggregation):
         st = batch.states[self.slot]
         if self.key_idx:
             key = self.key(tup)
-            cur = st.get(key, _MISSING)
+            try:
+                cur = st.get(key, _MISSING)
+            except TypeError:  # a list in the key
+                key = self.hashable(key)
+                cur = st.get(key, _MISSING)
             st[key] = agg.reduce(agg.init() if cur is _MISSING else cur, arg)
         else:
             cur = st[0]
@@ -616,10 +597,14 @@ class AggregatorAggregate(_Aggregation):
     def execute(self, batch: Any, tup: TridentTuple) -> None:
         st = batch.states[self.slot]
         key = self.key(tup) if self.key_idx else None
+        try:
+            state = st.get(key, _MISSING)
+        except TypeError:  # a list in the key
+            key = self.hashable(key)
+            state = st.get(key, _MISSING)
         c = self.collector
         c.batch = batch
         c.prefix = self.key_values(key) if self.key_idx else []
-        state = st.get(key, _MISSING)
         if state is _MISSING:
             state = st[key] = self.agg.init(batch.bid, c)
         project = self.project

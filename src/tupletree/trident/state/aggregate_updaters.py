@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from tupletree.trident.group_keys import group_key
 from tupletree.trident.state.base import MapState, Snapshottable, State
 from tupletree.trident.state.operations import (
     BaseStateUpdater,
@@ -90,9 +91,7 @@ class MapReducerAggStateUpdater(BaseStateUpdater):
             key = tuple(t.get(f) for f in self.group_fields)
             try:
                 got = grouped.setdefault(key, [])
-            except TypeError:
-                from tupletree.trident.processors import group_key
-
+            except TypeError:  # a list in the key
                 key = group_key(key, self.group_fields, "persistent_aggregate")
                 got = grouped.setdefault(key, [])
             got.append(Projected(t, self.input_fields))

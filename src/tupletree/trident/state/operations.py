@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tupletree.trident.group_keys import freeze_lists
 from tupletree.trident.state.base import Key, State
 
 
@@ -46,14 +47,10 @@ class BaseQueryFunction:
         raise NotImplementedError(f"{type(self).__name__} must define execute")
 
 
-def _key_value(value: Any) -> Any:
-    return tuple(_key_value(v) for v in value) if isinstance(value, list | tuple) else value
-
-
 def tuple_keys(tuples: Iterable[Any]) -> list[Key]:
     """Each tuple's values as a map key (Storm's MapGet passes its args as the keys),
     a list value as the tuple the grouping stored it under."""
-    return [tuple(_key_value(v) for v in t.values) for t in tuples]
+    return [freeze_lists(tuple(t.values)) for t in tuples]
 
 
 def check_results(query: object, args: Sequence[Any], results: Sequence[Any]) -> None:
