@@ -207,9 +207,10 @@ def test_acks_arrive_one_by_one_as_plain_acks_and_other_messages() -> None:
     but holds another type (1.0 for ACK) is not made into one."""
     acks = [(ACK, 11, 0b0011, 0), (INIT, 11, 0b0101, 4), (ACK, 12, 7, 0), (ACK, 11, 0b0110, 0)]
     acks.append((FAIL, 12, 0, 0))
+    acks.append((ACK, 13, 5, 7))  # an ack whose last field is not 0: not a plain ack
     got: list[Any] = []
     n = decode(encode({9: acks}), {}, {9: got.extend})
-    assert got == acks and n == 5
+    assert got == acks and n == 6
     assert all(type(x) is int for m in got for x in m)
     odd = [(float(ACK), 11, 3, 0), (ACK, 11, 3, 0.0)]
     got = []
