@@ -15,7 +15,12 @@ Contract, for users of a broker sink:
 - While the broker cannot be reached, queued writes are failed rather than held (the
   spout's backoff paces the replays) and the error, naming the connector and the
   address, is reported in ``cluster.errors(name)``; the sink reconnects, paced by
-  ``reconnect``. ``check_config`` (at submit) connects once unless
+  ``reconnect``. So is a broker that takes the connection and breaks it at every write
+  (the first failed write after one that worked reconnects at once, as the spouts do).
+- A value the sink cannot write fails its input alone: an ``encode`` that returns no
+  bytes (TypeError naming the sink, raised in ``execute``), a message the client
+  refuses before sending it (Kafka: over ``message.max.bytes``; JetStream: over the
+  server's ``max_payload``; counted as refused). ``check_config`` (at submit) connects once unless
   ``check_at_submit=False``.
 - ``metrics(topology)[component]["custom"]["connector"][task]``: written (confirmed),
   refused, lost (connection dropped before the confirm), overflow, reconnects, and the
@@ -103,6 +108,15 @@ class BrokerSink(Connector, Bolt):
             return
         if self.encode is not None:
             body = self.encode(tup)
+            if not isinstance(body, bytes):
+                if not isinstance(body, bytearray | memoryview):
+                    # Raised here it fails this input alone (reported by the worker);
+                    # on the I/O thread the client would refuse the whole batch with it.
+                    raise TypeError(
+                        f"{self.connector_name()}: encode must return bytes, it returned "
+                        f"{type(body).__name__}"
+                    )
+                body = bytes(body)
         else:
             value = tup.get(self.field)
             body = value if isinstance(value, bytes) else str(value).encode()
@@ -155,7 +169,9 @@ class BrokerSink(Connector, Bolt):
                 if connected:
                     self.io_counts["reconnects"] += 1
                 connected = True
-                failures = 0
+                # ``failures`` is reset by a write that went through, not here: a broker
+                # that takes the connection and breaks it at every write (a missing
+                # exchange closes RabbitMQ's channel) is backed off from as well.
             writes = self._writes
             if not writes:
                 # Idle: a client whose heartbeats run only inside its calls (the
@@ -183,7 +199,13 @@ class BrokerSink(Connector, Bolt):
                 self._errors.post(exc)
                 close_quietly(session)
                 session = None
+                failures += 1
+                # As the spouts do: the first failure after a write that worked
+                # reconnects at once, the next ones back off. Writes queued meanwhile
+                # wait (at most max_in_flight of them) for the next session.
+                self._stopping.wait(self.reconnect.delay(failures - 1))
                 continue
+            failures = 0  # a write the broker answered
             refused = sum(1 for v in verdicts if v is not None)
             self.io_counts["refused"] += refused
             self.io_counts["written"] += len(verdicts) - refused

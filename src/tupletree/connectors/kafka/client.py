@@ -131,7 +131,10 @@ def produce_all(producer: Any, topic: str, bodies: list[bytes], timeout: float) 
 
         return on_delivery
 
+    from confluent_kafka import KafkaException
+
     deadline = time.monotonic() + timeout
+    expected = len(bodies)  # delivery reports to wait for
     for i, body in enumerate(bodies):
         while True:
             try:
@@ -141,10 +144,19 @@ def produce_all(producer: Any, topic: str, bodies: list[bytes], timeout: float) 
                 producer.poll(0.05)
                 if time.monotonic() > deadline:
                     verdicts[i] = "the producer's queue stayed full"
+                    expected -= 1
                     break
-    while reported < len(bodies) and time.monotonic() < deadline:
+            except KafkaException as exc:
+                # Refused by the client before it was sent (a record over
+                # message.max.bytes, say): this record's verdict, not the batch's, and
+                # not a sign of a broken connection.
+                err = exc.args[0] if exc.args else exc
+                verdicts[i] = f"refused: {err.str() if hasattr(err, 'str') else err}"
+                expected -= 1
+                break
+    while reported < expected and time.monotonic() < deadline:
         producer.poll(min(0.1, max(0.0, deadline - time.monotonic())))
-    if reported < len(bodies):
+    if reported < expected:
         verdicts = [
             v if v != "no delivery report" else f"no delivery report within {timeout} s"
             for v in verdicts

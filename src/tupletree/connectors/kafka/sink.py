@@ -3,7 +3,10 @@ delivery report only (``acks=all`` by default: the partition's in-sync replicas 
 
 The producing and the waiting for reports happen on the sink's I/O thread (BrokerSink):
 the worker never blocks. A report with an error, or none within ``timeout_secs``, fails
-the input, so the spout replays it.
+the input, so the spout replays it; the producer's ``message.timeout.ms`` is
+``timeout_secs`` unless ``producer_config`` says otherwise, so a record whose input was
+failed is not kept to be written later. A record the client refuses before sending it
+(one over ``message.max.bytes``) fails its input alone.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from tupletree.connectors.kafka.client import (
 )
 from tupletree.connectors.sink import BrokerSink
 from tupletree.redact import redact
+
+# How much longer than ``timeout_secs`` a batch waits for its delivery reports.
+REPORT_GRACE_SECS = 1.5
 
 
 class KafkaSink(BrokerSink):
@@ -56,6 +62,11 @@ class _SinkSession:
                 **client_config(sink.bootstrap_servers, self.errors),
                 "acks": "all",
                 "linger.ms": 2,
+                # The producer gives up on a record when the sink does (its input is
+                # failed, to be replayed): kept for librdkafka's 300 s, every replay
+                # while the broker is down would queue one more copy of it, all of
+                # them written once it is back.
+                "message.timeout.ms": max(1, int(sink.timeout_secs * 1000)),
                 **sink.producer_config,
             }
         )
@@ -65,7 +76,10 @@ class _SinkSession:
 
     def write(self, bodies: list[bytes]) -> list[str | None]:
         self.errors.raise_fatal(self.sink.connector_error)
-        verdicts = produce_all(self.producer, self.sink.topic, bodies, self.sink.timeout_secs)
+        # A little longer than message.timeout.ms: librdkafka reports the records it
+        # gave up on (it looks for them once a second), so none is left behind.
+        wait = self.sink.timeout_secs + REPORT_GRACE_SECS
+        verdicts = produce_all(self.producer, self.sink.topic, bodies, wait)
         self.sink.io_counts["reconnects"] += self.errors.take_reconnects()
         self.errors.post_to(self.sink._errors.post, self.sink.connector_error)
         return verdicts

@@ -81,7 +81,15 @@ class _SinkSession:
         nc = self.client.nc
         subject = self.sink.subject
         prefix = f"{self.inbox}.{self.acks.start(len(bodies))}-"
+        limit = nc.max_payload
         for i, body in enumerate(bodies):
+            if len(body) > limit:
+                # nats-py would raise MaxPayloadError, as if the connection were broken:
+                # the one message is refused, the rest of the batch goes on.
+                self.acks.refuse(
+                    i, f"message of {len(body)} bytes over the server's max_payload ({limit})"
+                )
+                continue
             await nc.publish(subject, body, reply=f"{prefix}{i}")
         await self.acks.wait(self.sink.timeout_secs)
         if nc.is_closed:
@@ -112,6 +120,13 @@ class _PubAcks:
         self.missing = size
         self.done.clear()
         return self.batch
+
+    def refuse(self, i: int, why: str) -> None:
+        """A message of the batch not published: its verdict is ``why``."""
+        self.answers[i] = why
+        self.missing -= 1
+        if self.missing == 0:
+            self.done.set()
 
     async def take(self, msg: Any) -> None:
         batch, _, index = msg.subject.rpartition(".")[2].partition("-")

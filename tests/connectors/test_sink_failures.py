@@ -1,0 +1,259 @@
+"""Broker sinks under a user's bad value and a broker that keeps refusing the work,
+against real brokers (each test skipped, with the reason, where its broker cannot be
+had). Each test shows what a user saw before its fix: one bad input failing the whole
+batch it was written with (the innocent inputs replayed, a connection thrown away), and
+a sink reconnecting at every batch without backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.connectors.support import until
+from tupletree import LocalCluster, TopologyBuilder
+from tupletree.connectors import connector_totals
+from tupletree.testing import AckFailTracker, FeederSpout
+
+CONF = {"topology.message.timeout.secs": 30, "topology.max.spout.pending": 1000}
+REDIS_URL = "redis://127.0.0.1:6379/0"
+RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+NATS_URL = "nats://127.0.0.1:4222"
+TOO_LARGE = b"x" * (2 * 1024 * 1024)  # above Kafka's and NATS's default 1 MiB limits
+
+
+def fed(sink: Any) -> tuple[FeederSpout, AckFailTracker, Any]:
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["message"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("sink", sink).shuffle_grouping("feed")
+    return feeder, tracker, b.create_topology()
+
+
+def feed_with_one_bad(sink: Any, bad: Any, name: str) -> tuple[AckFailTracker, dict, list[str]]:
+    """Ten good inputs and ``bad`` (msg id "bad") fed at once, so they are written
+    together; waits until all eleven are settled."""
+    feeder, tracker, topology = fed(sink)
+    with LocalCluster() as cluster:
+        cluster.submit_topology(name, CONF, topology)
+        rows = [[f"good {i}"] for i in range(5)] + [[bad]] + [[f"good {i}"] for i in range(5, 10)]
+        ids = [f"g{i}" for i in range(5)] + ["bad"] + [f"g{i}" for i in range(5, 10)]
+        for row, msg_id in zip(rows, ids, strict=True):
+            feeder.feed(row, msg_id=msg_id)
+        assert until(lambda: len(tracker.acked | tracker.failed) == 11, 30)
+        totals = connector_totals(cluster.metrics(name)["sink"])
+        errors = [str(e) for e in cluster.errors(name)]
+    return tracker, totals, errors
+
+
+def assert_only_the_bad_one_failed(tracker: AckFailTracker, totals: dict) -> None:
+    assert tracker.failed == {"bad"}, (tracker.failed, totals)
+    assert tracker.acked == {f"g{i}" for i in range(10)}, totals
+    # Nothing counted lost, no connection thrown away for a bad value.
+    assert totals["lost"] == 0 and totals["reconnects"] == 0, totals
+    assert totals["written"] == 10, totals
+
+
+# -- Kafka ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[Any]:
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker
+
+    try:
+        b = LocalKafkaBroker().start()
+    except BrokerUnavailable as exc:
+        pytest.skip(f"no Kafka-compatible broker: {exc}")
+    yield b
+    b.stop()
+
+
+def test_a_record_too_large_for_kafka_fails_alone(kafka: Any) -> None:
+    """The producer refuses a record over ``message.max.bytes`` in ``produce`` itself.
+    Before, that exception left ``produce_all``: the whole batch counted lost, the
+    session (producer) replaced, and the ten good inputs failed with the bad one, at
+    every replay. Now the one record is refused, with the client's reason."""
+    from tupletree.connectors.kafka import KafkaSink
+
+    topic = "t" + uuid.uuid4().hex[:12]
+    kafka.create_topic(topic, 1)
+    sink = KafkaSink(topic, kafka.bootstrap_servers)
+    tracker, totals, errors = feed_with_one_bad(sink, TOO_LARGE, "kafka-too-large")
+    assert_only_the_bad_one_failed(tracker, totals)
+    assert totals["refused"] == 1
+    assert any("KafkaSink 'sink'" in e and "too large" in e.lower() for e in errors), errors
+
+
+# -- NATS JetStream -------------------------------------------------------------------
+
+
+@pytest.fixture
+def nats_subject() -> Iterator[str]:
+    nats = pytest.importorskip("nats", reason="nats-py is not installed")
+    stream = "TTSINK" + uuid.uuid4().hex[:8].upper()
+    subject = f"tt.sink.{stream.lower()}"
+
+    async def setup() -> None:
+        nc = await nats.connect(NATS_URL, max_reconnect_attempts=1, connect_timeout=2)
+        try:
+            await nc.jetstream().add_stream(name=stream, subjects=[subject])
+        finally:
+            await nc.close()
+
+    async def teardown() -> None:
+        nc = await nats.connect(NATS_URL, max_reconnect_attempts=1, connect_timeout=2)
+        try:
+            await nc.jetstream().delete_stream(stream)
+        finally:
+            await nc.close()
+
+    try:
+        asyncio.run(setup())
+    except Exception as exc:
+        pytest.skip(f"no NATS server with JetStream at {NATS_URL}: {exc!r}")
+    try:
+        yield subject
+    finally:
+        asyncio.run(teardown())
+
+
+def test_a_message_over_the_nats_max_payload_fails_alone(nats_subject: str) -> None:
+    """nats-py raises MaxPayloadError from ``publish`` for a message over the server's
+    ``max_payload``. Before, it left the batch's write: every input of the batch failed
+    as lost and the connection was closed and opened again. Now the one input is
+    refused, saying why."""
+    from tupletree.connectors.nats import JetStreamSink
+
+    sink = JetStreamSink(nats_subject, NATS_URL)
+    tracker, totals, errors = feed_with_one_bad(sink, TOO_LARGE, "nats-too-large")
+    assert_only_the_bad_one_failed(tracker, totals)
+    assert totals["refused"] == 1
+    assert any("JetStreamSink 'sink'" in e and "max_payload" in e for e in errors), errors
+
+
+# -- an encode that returns something other than bytes --------------------------------
+
+
+@pytest.fixture
+def redis_stream() -> Iterator[tuple[Any, str]]:
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis server at {REDIS_URL} ({exc}); .ci/run starts one")
+    name = f"tt-sink-fail-{uuid.uuid4().hex[:10]}"
+    try:
+        yield client, name
+    finally:
+        client.delete(name)
+        client.close()
+
+
+def _encode(tup: Any) -> Any:
+    value = tup.get("message")
+    return {"not": "bytes"} if value == "bad" else value.encode()
+
+
+def test_an_encode_returning_no_bytes_fails_only_its_input(redis_stream: Any) -> None:
+    """A careless ``encode`` returns a dict for one input. Before, the dict reached the
+    I/O thread, where redis-py refused it for the whole batch (DataError): the ten
+    good inputs failed as lost too and the connection was replaced, at every replay.
+    Now the one input fails in ``execute``, with an error naming the sink and the
+    type."""
+    from tupletree.connectors.redis import RedisStreamSink
+
+    r, stream = redis_stream
+    sink = RedisStreamSink(stream, REDIS_URL, encode=_encode)
+    tracker, totals, errors = feed_with_one_bad(sink, "bad", "redis-bad-encode")
+    assert_only_the_bad_one_failed(tracker, totals)
+    assert r.xlen(stream) == 10
+    assert any("RedisStreamSink 'sink'" in e and "dict" in e for e in errors), errors
+
+
+# -- a broker that takes the connection and refuses every write -----------------------
+
+
+def test_a_sink_whose_every_write_breaks_the_connection_reconnects_with_backoff() -> None:
+    """Publishing to an exchange that does not exist makes RabbitMQ close the channel
+    (404), so every write raises. Before, the sink connected again at once after each
+    (the failure count was reset by the successful connect): one new connection per
+    batch, as fast as the inputs came. Now consecutive failed writes back off as failed
+    connects do."""
+    pika = pytest.importorskip("pika")
+    from tupletree.connectors import RetryPolicy
+    from tupletree.connectors.rabbitmq import RabbitMQSink
+
+    try:
+        pika.BlockingConnection(pika.URLParameters(RABBIT_URL)).close()
+    except Exception as exc:
+        pytest.skip(f"no RabbitMQ broker at {RABBIT_URL} ({exc!r}); .ci/run starts one")
+    sink = RabbitMQSink(
+        url=RABBIT_URL,
+        exchange=f"tt-missing-{uuid.uuid4().hex[:8]}",
+        routing_key="anything",
+        check_at_submit=False,
+        reconnect=RetryPolicy(initial_delay_secs=0.2, max_delay_secs=2.0),
+    )
+    feeder, tracker, topology = fed(sink)
+    name = "rabbit-write-backoff"
+    with LocalCluster() as cluster:
+        cluster.submit_topology(name, CONF, topology)
+        fed_count = 0
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # a steady trickle of inputs for 3 s
+            feeder.feed([f"m{fed_count}"], msg_id=fed_count)
+            fed_count += 1
+            time.sleep(0.02)
+        assert until(lambda: len(tracker.failed) == fed_count, 30)
+        totals = connector_totals(cluster.metrics(name)["sink"])
+        errors = [str(e) for e in cluster.errors(name)]
+    assert not tracker.acked
+    # 0.2 + 0.4 + 0.8 + 1.6 s of backoff fill the 3 s: a handful, not one per batch.
+    assert totals["reconnects"] <= 6, totals
+    assert any("NOT_FOUND" in e or "does not exist" in e for e in errors), errors
+
+
+def test_records_the_kafka_sink_gave_up_on_are_not_kept_to_be_written_later() -> None:
+    """The broker goes away: the batch gets no delivery report within ``timeout_secs``
+    and its inputs fail (to be replayed). Before, librdkafka kept those records queued
+    for its own ``message.timeout.ms`` (300 s): each replay while the broker was down
+    queued one more copy (up to librdkafka's 100 000 records / 1 GiB), all written when
+    it came back. Now the producer gives up on a record when the sink does."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    from tupletree.connectors.kafka import KafkaSink
+    from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker
+    from tupletree.connectors.mailbox import ErrorMailbox
+
+    try:
+        broker = LocalKafkaBroker().start()  # of its own: it is stopped
+    except BrokerUnavailable as exc:
+        pytest.skip(f"no Kafka-compatible broker: {exc}")
+    try:
+        topic = "t" + uuid.uuid4().hex[:12]
+        broker.create_topic(topic, 1)
+        sink = KafkaSink(topic, broker.bootstrap_servers, timeout_secs=1.0)
+        sink.component = "sink"
+        sink.io_counts = {"written": 0, "refused": 0, "lost": 0, "reconnects": 0}
+        sink._errors = ErrorMailbox(sink.scrubbed)
+        session = sink.connect()
+        assert session.write([b"before"]) == [None]
+        broker.stop()
+        verdicts = session.write([f"during {i}".encode() for i in range(5)])
+        assert all(v is not None for v in verdicts), verdicts
+        producer = session.producer
+
+        def emptied() -> bool:
+            producer.poll(0)
+            return len(producer) == 0
+
+        assert until(emptied, 5), f"{len(producer)} failed records still queued to be written"
+    finally:
+        broker.stop()
