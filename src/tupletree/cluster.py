@@ -207,6 +207,12 @@ def plan_rebalance(
         )
     else:
         validate({**conf, Config.TOPOLOGY_WORKERS: workers})  # submit's bounds too
+    if parallelism is not None and not isinstance(parallelism, Mapping):
+        # A str ("count=4") or a list would raise AttributeError from deep inside.
+        raise InvalidTopologyError(
+            f"rebalance parallelism must map component ids to executor counts "
+            f"(e.g. {{'count': 4}}), got {type(parallelism).__name__} {parallelism!r}"
+        )
     plan = dict(executors)
     for cid, n in (parallelism or {}).items():
         spec = topology.components.get(cid)
@@ -223,10 +229,15 @@ def plan_rebalance(
                 if isinstance(n, int) and not isinstance(n, bool) and n > spec.tasks
                 else ""
             )
+            kind = (
+                f" (a {type(n).__name__}: an executor count is an int)"
+                if isinstance(n, bool) or not isinstance(n, int)
+                else ""
+            )
             raise InvalidTopologyError(
                 f"rebalance: component {cid!r} has {spec.tasks} task(s), so it can run on "
-                f"1 to {spec.tasks} executor(s), not {n!r} (as in Storm a component's "
-                f"task count never changes{more})",
+                f"1 to {spec.tasks} executor(s), not {n!r}{kind} (as in Storm a "
+                f"component's task count never changes{more})",
                 component=cid,
             )
         plan[cid] = n
