@@ -429,20 +429,24 @@ class OutputCollector(_Base):
         self.deferred: dict[Id, Id] = {}
         self.deferred_count = 0
 
-    def defer_ack(self, tup: Tuple) -> None:
-        ack_val = tup._ack_val
+    def defer_ack(self, tup: Any) -> None:
+        try:
+            t: Tuple = tup  # a cast on the compiled build: TypeError
+            ack_val = t._ack_val
+        except (AttributeError, TypeError):
+            raise self._not_a_tuple("ack", tup) from None
         if ack_val < 0:
             return
-        if tup._src.owner is not self._owner:
-            self._check_owner(tup, "acked")
-        tup._ack_val = SETTLED
+        if t._src.owner is not self._owner:
+            self._check_owner(t, "acked")
+        t._ack_val = SETTLED
         self.deferred_count += 1
         deferred = self.deferred
-        root = tup._root
+        root = t._root
         if root:
-            deferred[root] = deferred.get(root, 0) ^ tup._edge ^ ack_val
-        elif tup._roots:
-            for root, edge in tup._roots.items():
+            deferred[root] = deferred.get(root, 0) ^ t._edge ^ ack_val
+        elif t._roots:
+            for root, edge in t._roots.items():
                 deferred[root] = deferred.get(root, 0) ^ edge ^ ack_val
 
     def take_deferred(self) -> tuple[dict[Id, Id], int]:
@@ -575,40 +579,65 @@ class OutputCollector(_Base):
             "shared between topologies, such as a class attribute, is the usual cause)"
         )
 
-    def ack(self, tup: Tuple) -> None:
-        ack_val = tup._ack_val
+    def _not_a_tuple(self, what: str, thing: Any) -> TypeError:
+        """The error of ``ack``/``fail``/``reset_timeout`` given something else than a
+        Tuple; built only once the call failed, so the normal path pays nothing."""
+        if thing is None:
+            got = "None"
+        elif isinstance(thing, (list, tuple, set, frozenset)):
+            got = f"a {type(thing).__name__} ({safe_repr(thing)}); call {what} once per tuple"
+        else:
+            got = f"{type(thing).__name__} {safe_repr(thing)}"
+        return TypeError(f"component {self._component!r}: {what} takes one Tuple, got {got}")
+
+    def ack(self, tup: Any) -> None:
+        try:
+            t: Tuple = tup  # a cast on the compiled build: TypeError
+            ack_val = t._ack_val
+        except (AttributeError, TypeError):
+            raise self._not_a_tuple("ack", tup) from None
         if ack_val < 0:
             return
-        if tup._src.owner is not self._owner:
-            self._check_owner(tup, "acked")
-        tup._ack_val = SETTLED
+        if t._src.owner is not self._owner:
+            self._check_owner(t, "acked")
+        t._ack_val = SETTLED
         self._metrics.acked += 1
         acks = self.acks
-        root = tup._root
+        root = t._root
         if root:
-            acks[root] = acks.get(root, 0) ^ tup._edge ^ ack_val
-        elif tup._roots:
-            for root, edge in tup._roots.items():
+            acks[root] = acks.get(root, 0) ^ t._edge ^ ack_val
+        elif t._roots:
+            for root, edge in t._roots.items():
                 acks[root] = acks.get(root, 0) ^ edge ^ ack_val
 
-    def fail(self, tup: Tuple) -> None:
-        if tup._ack_val < 0:
+    def fail(self, tup: Any) -> None:
+        try:
+            t: Tuple = tup  # a cast on the compiled build: TypeError
+            ack_val = t._ack_val
+        except (AttributeError, TypeError):
+            raise self._not_a_tuple("fail", tup) from None
+        if ack_val < 0:
             return
-        if tup._src.owner is not self._owner:
-            self._check_owner(tup, "failed")
-        tup._ack_val = SETTLED
+        if t._src.owner is not self._owner:
+            self._check_owner(t, "failed")
+        t._ack_val = SETTLED
         self._metrics.failed += 1
         deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
-        for root in tup._tree_edges():
+        for root in t._tree_edges():
             deliver[ackers[root % n]]((FAIL, root, 0, 0))
 
-    def reset_timeout(self, tup: Tuple) -> None:
+    def reset_timeout(self, tup: Any) -> None:
         """Keep ``tup``'s trees alive: restart their timeout at the acker and the spout."""
-        if tup._ack_val >= 0:
-            if tup._src.owner is not self._owner:
-                self._check_owner(tup, "reset the timeout of")
+        try:
+            t: Tuple = tup  # a cast on the compiled build: TypeError
+            ack_val = t._ack_val
+        except (AttributeError, TypeError):
+            raise self._not_a_tuple("reset_timeout", tup) from None
+        if ack_val >= 0:
+            if t._src.owner is not self._owner:
+                self._check_owner(t, "reset the timeout of")
             deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
-            for root in tup._tree_edges():
+            for root in t._tree_edges():
                 deliver[ackers[root % n]]((RESET, root, 0, 0))
 
     def flush(self) -> None:

@@ -78,15 +78,31 @@ class Executor:
         # its next tuple or next_tuple call, so a kill waits for one call of user code,
         # not a whole batch. One native bool read per tuple in the compiled build.
         self.halt = False
+        # Custom metrics whose last read raised: reported when they start failing, not
+        # at every read (every metrics collection) while they go on failing.
+        self.failing_metrics: set[str] = set()
 
     def snapshot(self) -> dict[str, Any]:
         snap = self.metrics.snapshot()
         custom = self.context.custom_metrics if self.context is not None else None
         if custom:
-            snap["custom"] = {
-                name: self.call(fn, where=f"metric {name}") for name, fn in custom.items()
-            }
+            snap["custom"] = {name: self.read_metric(name, fn) for name, fn in custom.items()}
         return snap
+
+    def read_metric(self, name: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, or None if it raises; what it raises is reported once per run of
+        failed reads (again only after a read succeeded), so a broken metric leaves one
+        error record, not one per metrics collection."""
+        failing = self.failing_metrics
+        try:
+            value = fn()
+        except BaseException as exc:
+            if name not in failing:
+                failing.add(name)
+                self.report(exc, f"metric {name} (not reported again while it keeps failing)")
+            return None
+        failing.discard(name)
+        return value
 
     def report(self, exc: BaseException, where: str) -> None:
         self.metrics.errors += 1

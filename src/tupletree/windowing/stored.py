@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from tupletree.store import Delete, Put, Store
+from tupletree.store import Delete, Put, Store, StoreError
 from tupletree.topology.fields import Fields
 from tupletree.windowing.window import DetachedTuple
 
@@ -65,11 +65,12 @@ class WindowTuples:
     # -- adding and reading ---------------------------------------------------------------
 
     def add(self, tup: Any) -> int:
-        """Keep a copy of ``tup``; its reference."""
+        """Keep a copy of ``tup``; its reference. A StoreError if making room for it
+        failed (nothing kept, no reference taken)."""
         ref = self.next_ref
-        self.next_ref = ref + 1
         k, i = divmod(ref, self.partition_size)
         part = self._partition(k, fresh=i == 0)
+        self.next_ref = ref + 1
         part[i] = (
             list(tup.values),
             tuple(tup.fields),
@@ -140,10 +141,13 @@ class WindowTuples:
             (data,) = self.store.get(self.namespace, [str(k)])
             part = [None] * self.partition_size if data is None else pickle.loads(data)
         while len(cache) >= self.max_partitions:
-            old, old_part = cache.popitem(last=False)
+            # Written before it leaves memory: if the write fails, the partition stays
+            # (cached, unsaved) and the next flush writes it; nothing accepted is lost.
+            old = next(iter(cache))
             if old in self._dirty:
-                self._write({old: old_part})
+                self._write({old: cache[old]})
                 self._dirty.discard(old)
+            del cache[old]
         cache[k] = part
         self.high_water = max(self.high_water, len(cache))
         return part
@@ -159,7 +163,14 @@ class WindowTuples:
                 f"window tuples in {self.namespace!r} cannot be saved: a value does not "
                 f"pickle ({exc})"
             ) from exc
-        self.store.apply(writes)
+        try:
+            self.store.apply(writes)
+        except StoreError as exc:
+            raise StoreError(
+                f"window tuples in {self.namespace!r}, partition(s) {sorted(parts)}, "
+                f"cannot be saved: {exc}",
+                store=exc.store,
+            ) from exc
 
 
 class UnsupportedOperationError(NotImplementedError):
