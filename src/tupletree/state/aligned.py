@@ -25,11 +25,12 @@ The aligned mode, after Flink's (Chandy-Lamport with barriers from the sources):
    to its position for ``t`` (``rewind(position)``) and sends the step; every bolt
    rolls its state back to ``t`` when it gets it, live or restarted, and drops what it
    received before it (emitted before the rewind). Between a ROLLBACK and that
-   INITSTATE the spouts emit nothing. Failed inputs are not replayed one by one: a data
-   tuple that fails, or a ``next_tuple`` that raises (the spout may have moved past a
-   message it did not emit), makes the spout task refuse the next PREPARE, which starts
-   a recovery. Acks and fails from before the last rewind are dropped (message ids carry
-   the spout's epoch).
+   INITSTATE the spouts emit nothing, nor until their INITSTATE's barrier completed
+   (emitting at once buried each retried recovery under a fresh flood). Failed inputs
+   are not replayed one by one: a data tuple that fails, or a ``next_tuple`` that
+   raises (the spout may have moved past a message it did not emit), makes the spout
+   task refuse the next PREPARE, which starts a recovery. Acks and fails from before
+   the last rewind are dropped (message ids carry the spout's epoch).
 
 So after any failure, state = effect of the inputs up to the committed positions, and
 the inputs after them come again once: exactly-once for the state of stateful bolts.
@@ -209,6 +210,8 @@ class CheckpointedSpout(Spout):
         self._polled_at = -1.0
         self.initialized = False  # no INITSTATE yet: emits nothing, refuses PREPARE
         self.paused = True
+        # The INITSTATE whose barrier must complete before this task emits again.
+        self._resume_seq: int | None = None
         self.failed = False  # a data tuple of this epoch failed: refuse the next PREPARE
         # A step published before this task opened is its own only if this task's
         # earlier life did not answer it (the checkpoint spout still waits for it).
@@ -272,6 +275,11 @@ class CheckpointedSpout(Spout):
 
     def ack(self, msg_id: Any) -> None:
         if isinstance(msg_id, _Barrier):
+            if msg_id.seq == self._resume_seq:
+                # The rewind's INITSTATE went through every bolt: what was queued before
+                # it is gone, so emitting again cannot bury the recovery under more.
+                self._resume_seq = None
+                self.paused = False
             self._answer(msg_id.seq, True)
         elif msg_id[0] == self.epoch:
             self.delegate.ack(msg_id[1])
@@ -309,7 +317,12 @@ class CheckpointedSpout(Spout):
             self.epoch += 1
             self.failed = False
             self.initialized = True
-            self.paused = False
+            # Paused until this step's barrier completes (``ack``): emitting at once
+            # queued a fresh flood behind it, and when the queues took longer than the
+            # message timeout to drain, the step timed out, the next recovery rewound
+            # and flooded again, and no checkpoint ever committed.
+            self.paused = True
+            self._resume_seq = seq
         self._out.emit([txid, action], _Barrier(seq), CHECKPOINT_STREAM)
 
     def _position(self, txid: int) -> Any:
