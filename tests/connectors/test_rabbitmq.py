@@ -415,3 +415,41 @@ def test_a_given_up_message_without_a_dead_letter_is_rejected_not_requeued(
         assert drain(channel, dead) == [POISON]
     finally:
         channel.queue_delete(src)
+
+
+def test_a_sink_to_a_missing_exchange_is_refused_at_submit_naming_it(
+    channel: Any, queues: Any
+) -> None:
+    """The submit-time check declared only the queue (and none when the sink publishes
+    through an exchange): a missing exchange passed, and the broker then closed the
+    channel at every publish. A passive declare of the exchange now refuses it at
+    submit, naming it."""
+    missing = f"tt-missing-{uuid.uuid4().hex[:10]}"
+    sink = RabbitMQSink(url=URL, exchange=missing, routing_key="k")
+    with LocalCluster() as cluster, pytest.raises(ConnectorError) as err:
+        cluster.submit_topology("t", CONF, pipeline(FeederSpout(["message"]), sink))
+    text = str(err.value)
+    assert f"exchange {missing!r} does not exist" in text and "RabbitMQSink 'sink'" in text
+
+
+def test_a_sink_to_an_existing_exchange_routes_by_its_key(channel: Any, queues: Any) -> None:
+    _, out, _ = queues
+    exchange = f"tt-ex-{uuid.uuid4().hex[:10]}"
+    channel.exchange_declare(exchange, exchange_type="direct")
+    try:
+        channel.queue_bind(out, exchange, routing_key="k")
+        feeder = FeederSpout(["message"])
+        b = TopologyBuilder()
+        b.set_spout("feed", feeder)
+        sink = RabbitMQSink(url=URL, exchange=exchange, routing_key="k")
+        b.set_bolt("sink", sink).shuffle_grouping("feed")
+        with LocalCluster() as cluster:
+            cluster.submit_topology("rabbit-exchange", CONF, b.create_topology())
+            for i in range(3):
+                feeder.feed([f"m{i}"], msg_id=i)
+            assert until(lambda: ready(channel, out) == 3)
+            errors = cluster.errors("rabbit-exchange")
+        assert errors == []
+        assert sorted(drain(channel, out)) == ["m0", "m1", "m2"]
+    finally:
+        channel.exchange_delete(exchange)

@@ -182,22 +182,33 @@ def test_an_encode_returning_no_bytes_fails_only_its_input(redis_stream: Any) ->
 
 
 def test_a_sink_whose_every_write_breaks_the_connection_reconnects_with_backoff() -> None:
-    """Publishing to an exchange that does not exist makes RabbitMQ close the channel
-    (404), so every write raises. Before, the sink connected again at once after each
+    """Publishing to an internal exchange makes RabbitMQ close the channel (403), so
+    every write raises (a missing exchange did too, and is now refused at connect:
+    test_rabbitmq.py). Before, the sink connected again at once after each
     (the failure count was reset by the successful connect): one new connection per
     batch, as fast as the inputs came. Now consecutive failed writes back off as failed
     connects do."""
     pika = pytest.importorskip("pika")
+    try:
+        admin = pika.BlockingConnection(pika.URLParameters(RABBIT_URL))
+    except Exception as exc:
+        pytest.skip(f"no RabbitMQ broker at {RABBIT_URL} ({exc!r}); .ci/run starts one")
+    internal = f"tt-internal-{uuid.uuid4().hex[:8]}"
+    admin.channel().exchange_declare(internal, exchange_type="direct", internal=True)
+    try:
+        _every_write_breaks(internal)
+    finally:
+        admin.channel().exchange_delete(internal)
+        admin.close()
+
+
+def _every_write_breaks(internal: str) -> None:
     from tupletree.connectors import RetryPolicy
     from tupletree.connectors.rabbitmq import RabbitMQSink
 
-    try:
-        pika.BlockingConnection(pika.URLParameters(RABBIT_URL)).close()
-    except Exception as exc:
-        pytest.skip(f"no RabbitMQ broker at {RABBIT_URL} ({exc!r}); .ci/run starts one")
     sink = RabbitMQSink(
         url=RABBIT_URL,
-        exchange=f"tt-missing-{uuid.uuid4().hex[:8]}",
+        exchange=internal,
         routing_key="anything",
         check_at_submit=False,
         reconnect=RetryPolicy(initial_delay_secs=0.2, max_delay_secs=2.0),
@@ -218,7 +229,7 @@ def test_a_sink_whose_every_write_breaks_the_connection_reconnects_with_backoff(
     assert not tracker.acked
     # 0.2 + 0.4 + 0.8 + 1.6 s of backoff fill the 3 s: a handful, not one per batch.
     assert totals["reconnects"] <= 6, totals
-    assert any("NOT_FOUND" in e or "does not exist" in e for e in errors), errors
+    assert any("ACCESS_REFUSED" in e for e in errors), errors
 
 
 def test_records_the_kafka_sink_gave_up_on_are_not_kept_to_be_written_later() -> None:

@@ -287,6 +287,7 @@ class ConfirmingPublisher:
         self.outstanding: dict[int, int] = {}
         self.verdicts: list[str | None] = []
         self.returned: dict[int, str] = {}
+        self.declaring: str | None = None  # the exchange or queue being checked
         params = pika.URLParameters(url)
         params.socket_timeout = 5.0
         # An I/O loop driven by hand (poll, process_timeouts), as BlockingConnection does.
@@ -303,7 +304,9 @@ class ConfirmingPublisher:
         if not self.ready:
             error = self.error
             self.close()
-            raise _connector_error(error, connector, address, "no answer while connecting")
+            raise _connector_error(
+                error, connector, address, "no answer while connecting", self.declaring
+            )
 
     # -- the I/O loop ---------------------------------------------------------------
 
@@ -329,12 +332,23 @@ class ConfirmingPublisher:
         self.channel = channel
         channel.add_on_close_callback(self._on_failure)
         channel.add_on_return_callback(self._on_return)
+        if self.exchange:
+            # Passive: the broker answers 404 (and closes the channel) for a missing
+            # exchange here, at connect (so at submit), not at every publish after.
+            self.declaring = f"exchange {self.exchange!r}"
+            channel.exchange_declare(self.exchange, passive=True, callback=self._on_exchange)
+        else:
+            self._on_exchange(None)
+
+    def _on_exchange(self, _frame: Any) -> None:
         if self.queue is not None:
-            channel.queue_declare(self.queue, passive=True, callback=self._on_declared)
+            self.declaring = f"queue {self.queue!r}"
+            self.channel.queue_declare(self.queue, passive=True, callback=self._on_declared)
         else:
             self._on_declared(None)
 
     def _on_declared(self, _frame: Any) -> None:
+        self.declaring = None
         self.channel.confirm_delivery(
             ack_nack_callback=self._on_confirm, callback=self._on_confirming
         )
@@ -397,11 +411,19 @@ class ConfirmingPublisher:
 
 
 def _connector_error(
-    exc: BaseException | None, connector: str, address: str, otherwise: str
+    exc: BaseException | None,
+    connector: str,
+    address: str,
+    otherwise: str,
+    declaring: str | None = None,
 ) -> ConnectorError:
     if isinstance(exc, pika.exceptions.ProbableAuthenticationError):
         return ConnectorError(connector, address, f"credentials refused: {exc!r}")
     if isinstance(exc, pika.exceptions.ChannelClosedByBroker) and exc.reply_code == 404:
+        if declaring is not None:  # the passive declare at connect: name what is missing
+            return ConnectorError(
+                connector, address, f"{declaring} does not exist ({exc.reply_text})"
+            )
         return ConnectorError(connector, address, f"does not exist: {exc.reply_text}")
     if exc is None:
         return ConnectorError(connector, address, otherwise)
@@ -410,7 +432,9 @@ def _connector_error(
 
 class RabbitMQSink(BrokerSink):
     """Publishes each input's ``message`` to ``queue`` (through the default exchange),
-    or to ``exchange`` with ``routing_key``; persistent, mandatory, confirmed."""
+    or to ``exchange`` with ``routing_key``; persistent, mandatory, confirmed. The
+    exchange and the queue must exist: each connection (the submit-time check's too)
+    declares them passively, and a missing one is a ConnectorError naming it."""
 
     def __init__(
         self,

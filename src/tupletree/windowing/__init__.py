@@ -22,7 +22,11 @@ from tupletree.windowing.executor import (
 )
 from tupletree.windowing.lengths import Count, Duration
 from tupletree.windowing.persistent import StatefulWindowedBolt
-from tupletree.windowing.stored import PersistentTupleWindow, UnsupportedOperationError
+from tupletree.windowing.stored import (
+    PersistentTupleWindow,
+    UnpicklableTupleError,
+    UnsupportedOperationError,
+)
 from tupletree.windowing.window import DetachedTuple, TupleWindow
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "StatefulWindowedBolt",
     "TimestampError",
     "TupleWindow",
+    "UnpicklableTupleError",
     "UnsupportedOperationError",
     "WindowFailedError",
     "WindowFullError",

@@ -24,7 +24,10 @@ Two kinds:
   The window holds copies (DetachedTuples): emits in ``execute`` are not anchored to
   them (Storm's behaviour: what a persistent window emits is not replayed on a
   downstream failure); ``get_new()`` and ``get_expired()`` are not offered, ``get()``
-  loads the whole window. Session windows cannot be persistent here. A processing-time
+  loads the whole window. An input whose values do not pickle cannot be stored: it
+  is failed alone when it arrives (UnpicklableTupleError, naming the component, the
+  field and the value's type), not at the checkpoint, where it would fail every
+  checkpoint that reached it. Session windows cannot be persistent here. A processing-time
   (duration, no timestamp field) window's timers are those of the worker's clock: after
   a restart on another process they start over from the restored window. An
   ``execute(window)`` that raises refuses the next checkpoint: the rollback brings the
@@ -50,7 +53,6 @@ from tupletree.windowing.bolt import WindowedBolt
 from tupletree.windowing.executor import WindowedBoltExecutor, WindowFailedError
 from tupletree.windowing.manager import Fired
 from tupletree.windowing.stored import PersistentTupleWindow, WindowTuples
-from tupletree.windowing.window import DetachedTuple
 
 # Storm's BaseStatefulWindowedBolt default for maxEventsInMemory.
 DEFAULT_MAX_EVENTS_IN_MEMORY = 1_000_000
@@ -216,7 +218,9 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
         self.store = open_state_store(conf)
         namespace = state_namespace(context.component_id, context.this_task_index) + "-window"
         self.index = KeyValueState(self.store, namespace)
-        self.tuples = WindowTuples(self.store, namespace + "-tuples", self.in_memory)
+        self.tuples = WindowTuples(
+            self.store, namespace + "-tuples", self.in_memory, context.component_id
+        )
         self._empty = self.window_state()  # what a rollback to nothing comes back to
         self._committed_low: int | None = None
         # Windows whose execute raised since the last rollback, and their tuples.
@@ -225,7 +229,7 @@ class PersistentWindowedBoltExecutor(WindowedBoltExecutor):
     # -- the hooks of WindowedBoltExecutor --------------------------------------------------
 
     def _window_item(self, tup: Any) -> int:
-        return self.tuples.add(DetachedTuple.of(tup))
+        return self.tuples.add(tup)  # copies what a DetachedTuple carries
 
     def _expire(self, items: list[Any]) -> None:
         pass  # inputs are acked at the checkpoint that saved them, not at expiry

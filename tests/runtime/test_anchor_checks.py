@@ -1,0 +1,115 @@
+"""``emit(values, anchors=...)`` takes a Tuple or a list of Tuples. A list holding
+something else was refused naming it ("anchors must be Tuples"); an anchors argument
+that is not iterable at all (``anchors=5``) gave a bare "'int' object is not iterable"
+from inside the collector. Now both say the same, naming the component and what was
+passed. The check is on the failure path only: the list conversion the collector does
+anyway raises, and the error is built then. Run against whichever build is installed,
+as test_emit_checks.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tupletree import Bolt, TopologyBuilder
+from tupletree.testing import AckFailTracker, FeederSpout
+
+
+class Sink(Bolt):
+    outputs: list[str] = []
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, tup: Any) -> None:
+        self.collector.ack(tup)
+
+
+class AnchorsTo(Bolt):
+    """Emits ``[word]`` anchored to ``make(tup)`` (by emit, or emit_direct to the sink's
+    task), then acks the input."""
+
+    outputs = ["word"]
+
+    def __init__(self, make: Any, direct: bool = False) -> None:
+        self.make = make
+        self.direct = direct
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word"], direct=self.direct)
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.task = context.component_tasks("sink")[0]
+
+    def execute(self, tup: Any) -> None:
+        if self.direct:
+            self.collector.emit_direct(self.task, [tup[0]], anchors=self.make(tup))
+        else:
+            self.collector.emit([tup[0]], anchors=self.make(tup))
+        self.collector.ack(tup)
+
+
+# Components are pickled for each task: the makers are module-level functions.
+def five(t: Any) -> Any:
+    return 5
+
+
+def a_float(t: Any) -> Any:
+    return 1.5
+
+
+def list_of_five(t: Any) -> Any:
+    return [t, 5]
+
+
+def its_list(t: Any) -> Any:
+    return [t]
+
+
+@pytest.mark.parametrize(
+    ("make", "direct", "expected"),
+    [
+        (five, False, "anchors must be Tuples (a Tuple or a list of them), got int 5"),
+        (five, True, "anchors must be Tuples (a Tuple or a list of them), got int 5"),
+        (a_float, False, "got float 1.5"),
+        (list_of_five, False, "anchors must be Tuples, got int"),
+    ],
+    ids=["int", "int-direct", "float", "list-with-int"],
+)
+def test_anchors_that_are_not_tuples_name_the_component_and_fail_the_input(
+    sim_cluster, make, direct, expected
+):
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["line"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("anchorer", AnchorsTo(make, direct)).shuffle_grouping("feed")
+    sink = b.set_bolt("sink", Sink())
+    if direct:
+        sink.direct_grouping("anchorer")
+    else:
+        sink.shuffle_grouping("anchorer")
+    sim_cluster.submit_topology("anchors", {}, b.create_topology())
+    feeder.feed(["hello"], msg_id="m1")
+    assert sim_cluster.wait_idle()
+    assert tracker.failed == {"m1"} and tracker.acked == set()
+    errors = sim_cluster.errors("anchors")
+    assert len(errors) == 1, errors
+    assert "TypeError" in errors[0] and "component 'anchorer'" in errors[0]
+    assert expected in errors[0]
+    assert "is not iterable" not in errors[0]
+
+
+def test_a_list_of_tuples_as_anchors_still_goes_through(sim_cluster):
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["line"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("anchorer", AnchorsTo(its_list)).shuffle_grouping("feed")
+    b.set_bolt("sink", Sink()).shuffle_grouping("anchorer")
+    sim_cluster.submit_topology("anchors-ok", {}, b.create_topology())
+    feeder.feed(["hello"], msg_id="m1")
+    assert sim_cluster.wait_idle()
+    assert tracker.acked == {"m1"} and sim_cluster.errors("anchors-ok") == []
