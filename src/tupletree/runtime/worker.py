@@ -67,6 +67,7 @@ from tupletree.runtime.executors import (
     BoltExecutor,
     Executor,
     SpoutExecutor,
+    inbox_over,
 )
 from tupletree.runtime.routing import build_routes
 from tupletree.runtime.stalls import HeldTuples, TimedOutLog
@@ -570,8 +571,7 @@ class Worker:
 
     def over_limit(self) -> bool:
         """True while a local bolt's inbox is over its limit (stop taking more input)."""
-        limit = self.buffer_limit
-        return any(len(ex.inbox) > limit for ex in self.bolts)
+        return inbox_over(self.bolts, self.buffer_limit)
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> bool:
         """``step`` at the clock's current time until a step makes no progress (timers
