@@ -49,6 +49,27 @@ def test_a_file_that_is_not_python_is_a_one_line_error(command: str) -> None:
         cli.main(args)
 
 
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [("examples.word_count", "examples/word_count.py"), ("examples/word_count", None)],
+)
+def test_a_module_name_or_a_name_without_py_points_at_the_file(
+    monkeypatch: pytest.MonkeyPatch, given: str, meant: str | None
+) -> None:
+    """`tupletree run examples.word_count` (a module name, as `python -m` takes) or
+    `run examples/word_count`: the one-line error names what was given and the file
+    it may have meant, not a bare "no such file"."""
+    monkeypatch.chdir(EXAMPLE.parents[1])
+    meant = meant or f"{given}.py"
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["run", "--local", given])
+    assert str(raised.value) == (
+        f"tupletree run: no such file: {given} (it wants a .py file's path: did you mean {meant}?)"
+    )
+    with pytest.raises(SystemExit, match=r"no such file: nowhere_at_all \(it wants the path"):
+        cli.main(["run", "--local", "nowhere_at_all"])
+
+
 def test_summary_line_on_worker_restarts():
     """`tupletree run` on SparkCluster ends its summary with the restarts per worker."""
     assert cli.restarts_line({0: 0, 1: 0}) == "worker restarts: 0"

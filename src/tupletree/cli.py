@@ -65,7 +65,7 @@ DEFAULT_UI_ADDRESS = f"127.0.0.1:{DEFAULT_UI_PORT}"
 def load_module(path: str, command: str = "run") -> ModuleType:
     file = Path(path)
     if not file.is_file():
-        raise SystemExit(f"tupletree {command}: no such file: {path}")
+        raise SystemExit(f"tupletree {command}: no such file: {path}{_file_hint(path)}")
     spec = importlib.util.spec_from_file_location(file.stem, file)
     if spec is None or spec.loader is None:  # Python finds no loader for its suffix
         raise SystemExit(
@@ -88,6 +88,20 @@ def load_module(path: str, command: str = "run") -> ModuleType:
             )
         raise SystemExit(f"tupletree {command}: {path} must define topology() returning a Topology")
     return module
+
+
+def _file_hint(path: str) -> str:
+    """What a ``run`` FILE that is not a file may have meant: a module name
+    (``examples.word_count``) or a file name without ``.py``."""
+    if path.endswith(".py"):
+        return ""
+    candidates = [Path(path + ".py")]
+    if "." in path and "/" not in path and os.sep not in path:
+        candidates.insert(0, Path(*path.split(".")).with_suffix(".py"))
+    for candidate in candidates:
+        if candidate.is_file():
+            return f" (it wants a .py file's path: did you mean {candidate}?)"
+    return " (it wants the path of a .py file defining topology(), not a module name)"
 
 
 def _totals(metrics: dict[str, dict[str, Any]], spouts: list[str]) -> dict[str, float]:

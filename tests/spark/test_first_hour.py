@@ -85,6 +85,75 @@ def test_the_hint_names_the_setting_and_pack():
     assert executor_python_hint("ValueError: bad input", "python3") is None
 
 
+NO_PYTHON = (
+    'java.io.IOException: Cannot run program "./environment/bin/python" (in directory '
+    '"/work/app-1/0"): error=2, No such file or directory'
+)
+
+
+def test_a_shipped_archive_whose_interpreter_is_missing_is_not_told_to_ship_it():
+    """spark.archives ships env.tar.gz as 'environment', yet ./environment/bin/python
+    cannot run: its bin/python links to an interpreter (pack --python) the executor
+    hosts lack. The hint says that, not "ship the archive" the user did ship."""
+    hint = executor_python_hint(
+        NO_PYTHON, "./environment/bin/python", "file:/home/me/env.tar.gz#environment"
+    )
+    assert hint is not None
+    assert "file:/home/me/env.tar.gz is shipped as 'environment'" in hint
+    assert "symlink to an interpreter outside the archive" in hint
+    assert "--python" in hint and "ship the archive" not in hint
+
+
+def test_an_archive_shipped_under_another_name_is_named():
+    """--archives env.tar.gz#env with spark.pyspark.python=./environment/bin/python."""
+    hint = executor_python_hint(NO_PYTHON, "./environment/bin/python", "file:/x/env.tar.gz#env")
+    assert hint is not None
+    assert "spark.archives ships file:/x/env.tar.gz as 'env', none as 'environment'" in hint
+    # No archive at all: the original hint, to ship it.
+    none = executor_python_hint(NO_PYTHON, "./environment/bin/python", "")
+    assert none is not None and "ship the archive it lives in" in none
+
+
+def test_an_executor_python_of_another_version_names_both_and_pack_python():
+    """The archive's bin/python links to a Python 3.12 while the driver runs 3.11:
+    PySpark's PYTHON_VERSION_MISMATCH gets what to do with the archive."""
+    text = (
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: [PYTHON_VERSION_MISMATCH] "
+        "Python in worker has different version: 3.12 than that in driver: 3.11, PySpark "
+        "cannot run with different minor versions."
+    )
+    hint = executor_python_hint(text, "./environment/bin/python")
+    assert hint is not None
+    assert "(./environment/bin/python) is Python 3.12 and the driver's 3.11" in hint
+    assert "--python naming a Python 3.11" in hint
+
+
+def test_the_session_s_archives_reach_the_hint():
+    """SparkCluster's submit passes the session's spark.archives to the hint."""
+    from tupletree.spark.cluster import _with_python_hint
+    from tupletree.spark.errors import SparkJobFailed
+
+    class Conf:
+        def get(self, key, default=None):
+            return {"spark.archives": "file:/x/env.tar.gz#environment"}.get(key, default)
+
+    class Context:
+        pythonExec = "./environment/bin/python"
+
+        def getConf(self):
+            return Conf()
+
+    class Session:
+        sparkContext = Context()
+
+    class Launcher:
+        job_error = NO_PYTHON
+
+    failed = _with_python_hint(SparkJobFailed("the job ended"), Launcher(), Session())
+    assert failed is not None
+    assert "file:/x/env.tar.gz is shipped as 'environment'" in str(failed)
+
+
 USER_SESSION = textwrap.dedent(
     """
     import sys

@@ -4,8 +4,11 @@ tools (tests/spark/test_standalone.py runs Spark's executors on it)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shlex
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tupletree import cli
-from tupletree.spark.pack import PackError, pack, submit_options
+from tupletree.spark.pack import Packed, PackError, check_python, describe, pack, submit_options
 
 SITE = "lib/python{0.major}.{0.minor}/site-packages".format(__import__("sys").version_info)
 
@@ -156,6 +159,9 @@ def test_the_command_prints_the_options_that_ship_it(tmp_path, capsys):
         ("env.zip", "Spark unpacks archives by their suffix: name it env.tar.gz or env.tgz"),
         ("notes.txt", "Spark unpacks archives by their suffix"),
         ("missing/env.tar.gz", "there is no directory"),
+        ("my env.tar.gz", "Spark would misread a path with a space in --archives"),
+        ("a,b.tar.gz", "Spark would misread a path with ',' in --archives"),
+        ("env#1.tar.gz", "Spark would misread a path with '#' in --archives"),
     ],
 )
 def test_an_output_that_would_not_do_is_refused_before_packing(
@@ -179,3 +185,108 @@ def test_the_executors_python_must_be_an_absolute_path(tmp_path):
     with pytest.raises(PackError, match=r"--python wants the absolute path .* got 'python3'"):
         pack(tmp_path / "env.tar.gz", python="python3")
     assert not (tmp_path / "env.tar.gz").exists()
+
+
+def test_an_output_directory_that_cannot_be_written_is_refused_before_packing(
+    tmp_path, monkeypatch, capsys
+):
+    """`pack -o /proc/env.tar.gz`, or into a read-only mount: one line naming the
+    directory and why, at once, not a FileNotFoundError traceback on a hidden
+    `.env.tar.gz.partial-PID` after seconds of packing."""
+    real_open = os.open
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    started = time.monotonic()
+    assert cli.main(["pack", "-o", str(tmp_path / "env.tar.gz")]) == 1
+    assert time.monotonic() - started < 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tupletree pack: -o {tmp_path / 'env.tar.gz'}: cannot write in the directory "
+        f"{tmp_path}: Read-only file system\n"
+    ), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_that_fails_midway_is_one_line_and_keeps_the_old_archive(
+    tmp_path, monkeypatch, capsys
+):
+    """A disk that fills while packing: `tupletree pack` says so in one line naming
+    the archive, exit 1; the archive of a previous pack is left as it was and no
+    partial file remains."""
+    out = tmp_path / "env.tar.gz"
+    out.write_bytes(b"the previous archive")
+    written = 0
+
+    def fill_up(self, tarinfo, fileobj=None):
+        nonlocal written
+        written += 1
+        if written > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_addfile(self, tarinfo, fileobj)
+
+    real_addfile = tarfile.TarFile.addfile
+    monkeypatch.setattr(tarfile.TarFile, "addfile", fill_up)
+    assert cli.main(["pack", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"tupletree pack: -o {out}: cannot write the archive: No space left on device\n"
+    assert out.read_bytes() == b"the previous archive"
+    assert [p.name for p in tmp_path.iterdir()] == ["env.tar.gz"]
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\n{body}\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a /bin/sh script as the interpreter")
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("echo 3.99", r"--python .*/bin/python3 is Python 3\.99, but the archive is for Python"),
+        (
+            "echo boom >&2; exit 3",
+            r"--python .*/bin/python3 does not run as a Python here \(exit 3\): boom",
+        ),
+    ],
+)
+def test_a_python_of_another_version_is_refused_when_packing(tmp_path, body, message):
+    """`pack --python PATH` whose interpreter is another X.Y than the packing Python's
+    (whose lib/pythonX.Y and compiled extensions the archive holds): refused naming
+    both versions, rather than an archive whose executors fail with PySpark's
+    PYTHON_VERSION_MISMATCH (or a missing module) at submit. The path is asked when
+    it exists here."""
+    python = _fake_python(tmp_path, body)
+    with pytest.raises(PackError, match=message):
+        pack(tmp_path / "env.tar.gz", python=python)
+    assert not (tmp_path / "env.tar.gz").exists()
+
+
+def test_a_python_named_for_another_version_is_refused_without_running_it():
+    """A path only the executor hosts have: its name, when it says X.Y, must say this
+    Python's; `python3` or this very interpreter pass."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    other = "3.99" if here != "3.99" else "3.98"
+    with pytest.raises(
+        PackError, match=rf"is Python {other}, but the archive is for Python {here}"
+    ):
+        check_python(f"/opt/nowhere/bin/python{other}")
+    check_python(f"/opt/nowhere/bin/python{here}")
+    check_python("/opt/nowhere/bin/python3")
+    check_python(sys.executable)
+
+
+def test_the_printed_options_paste_into_a_shell_as_they_are(tmp_path):
+    """The --archives option of `pack -o "it's/env.tar.gz"` is shell-quoted: pasted,
+    the shell gives spark-submit the path pack wrote."""
+    path = Path("/tmp/it's $HOME/env.tar.gz")
+    text = describe(Packed(path, 1, [("tupletree", "0")], sys.executable, 0.1))
+    line = text.splitlines()[3]
+    assert shlex.split(line) == submit_options(path), line

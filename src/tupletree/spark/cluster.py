@@ -381,8 +381,13 @@ def _with_python_hint(exc: SparkJobFailed, launcher: Any, spark: Any) -> SparkJo
     from tupletree.spark.errors import executor_python_hint
 
     text = f"{exc}\n{launcher.job_error or ''}"
-    python = getattr(spark.sparkContext, "pythonExec", None) or "python3"
-    hint = executor_python_hint(text, python)
+    sc = spark.sparkContext
+    python = getattr(sc, "pythonExec", None) or "python3"
+    try:
+        archives: str | None = sc.getConf().get("spark.archives", "") or ""
+    except Exception:  # a session being torn down: the hint names both causes
+        archives = None
+    hint = executor_python_hint(text, python, archives)
     if hint is None:
         return None
     return SparkJobFailed(f"{exc}; {hint}", worker_errors=exc.worker_errors)

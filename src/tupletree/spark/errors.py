@@ -74,24 +74,51 @@ _NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"')
 _OURS = ("tupletree", "zmq")  # what tupletree's own task function needs to unpickle
 
 
-def executor_python_hint(text: str, python: str) -> str | None:
+_VERSION_MISMATCH = re.compile(
+    r"Python in worker has different version:? ([\d.]+) than that in driver:? ([\d.]+)"
+)
+
+
+def _archive_dirs(archives: str) -> dict[str, str]:
+    """``spark.archives`` (comma-separated ``path#name``) as {directory name: path}."""
+    out: dict[str, str] = {}
+    for entry in archives.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        path, _, fragment = entry.partition("#")
+        name = fragment or path.rstrip("/").rsplit("/", 1)[-1]
+        out[name] = path
+    return out
+
+
+def executor_python_hint(text: str, python: str, archives: str | None = None) -> str | None:
     """What to do when a worker's task failed because the executors' Python could not
     be started or could not import a module (``text`` is the job's error, ``python``
-    the executors' Python as this session starts it), or None when that is not why.
+    the executors' Python as this session starts it, ``archives`` the session's
+    ``spark.archives``: "" when none, None when not known), or None when that is not why.
 
     tupletree or pyzmq missing means the executors run a Python it was never installed
     in (a session built without ``PYSPARK_PYTHON``: Spark's default is ``python3``);
     another module is one the topology imports that the executors lack. A Python that
-    is not there at all is most often an archive's (``./environment/bin/python``) whose
-    archive was not shipped."""
+    is not there at all is an archive's (``./environment/bin/python``) whose archive was
+    not shipped (or under another name), or, when it was, whose ``bin/python`` links to
+    an interpreter the executor host does not have (``tupletree pack --python``). A
+    Python of another X.Y than the driver's is PySpark's PYTHON_VERSION_MISMATCH: with
+    an archive, its ``bin/python`` links to an interpreter of another version."""
     program = _NO_PROGRAM.search(text)
     if program is not None:
+        return _no_program_hint(program.group(1), archives)
+    mismatch = _VERSION_MISMATCH.search(text)
+    if mismatch is not None:
+        worker, driver = mismatch.group(1), mismatch.group(2)
         return (
-            f"the executors have no Python at {program.group(1)} (spark.pyspark.python): "
-            f"ship the archive it lives in with spark-submit --archives (e.g. "
-            f"--archives env.tar.gz#environment for ./environment/bin/python; "
-            f"`tupletree pack` writes one and prints both options), or point "
-            f"spark.pyspark.python at a Python every executor host has"
+            f"the executors' Python ({python}) is Python {worker} and the driver's "
+            f"{driver}: PySpark needs the same X.Y on both. An archive of `tupletree pack` "
+            f"is for the X.Y it was packed with and its bin/python links to the "
+            f"interpreter pack named (pack --python; pack prints it): pack again with "
+            f"--python naming a Python {driver} that every executor host has, or run the "
+            f"driver (and pack) on Python {worker}"
         )
     match = _NO_MODULE.search(text)
     if match is None:
@@ -118,4 +145,43 @@ def executor_python_hint(text: str, python: str) -> str | None:
         f"the executors' Python ({python}) cannot import {module}, which the topology "
         f"needs: install it there, or list it in a requirements file for "
         f"`tupletree pack --requirements FILE` and submit with the options it prints"
+    )
+
+
+def _no_program_hint(program: str, archives: str | None) -> str:
+    """The hint for "Cannot run program PROGRAM": the executors' Python is not there."""
+    parts = program.split("/")
+    in_archive = len(parts) >= 3 and parts[0] == "." and parts[-2] == "bin"
+    shipped = _archive_dirs(archives) if archives else {}
+    if in_archive and parts[1] in shipped:
+        return (
+            f"the executors could not start {program} (spark.pyspark.python), though "
+            f"the archive {shipped[parts[1]]} is shipped as {parts[1]!r}: its bin/python "
+            f"is a symlink to an interpreter outside the archive (the one `tupletree pack` "
+            f"named: its --python, by default the packing Python's), which the executor "
+            f"hosts do not have at that path: install that Python there, or pack again "
+            f"with --python naming where the executor hosts have the same X.Y"
+        )
+    if in_archive and shipped:
+        names = ", ".join(f"{path} as {name!r}" for name, path in shipped.items())
+        return (
+            f"the executors have no Python at {program} (spark.pyspark.python): "
+            f"spark.archives ships {names}, none as {parts[1]!r}: ship the archive as "
+            f"--archives env.tar.gz#{parts[1]}, or point spark.pyspark.python at "
+            f"./NAME/bin/python of the name it is shipped as"
+        )
+    if in_archive and archives is None:
+        return (
+            f"the executors have no Python at {program} (spark.pyspark.python): ship the "
+            f"archive it lives in with spark-submit --archives (e.g. --archives "
+            f"env.tar.gz#{parts[1]}; `tupletree pack` writes one and prints both "
+            f"options); if it is shipped, its bin/python links to an interpreter the "
+            f"executor hosts lack (pack --python names it)"
+        )
+    return (
+        f"the executors have no Python at {program} (spark.pyspark.python): ship the "
+        f"archive it lives in with spark-submit --archives (e.g. "
+        f"--archives env.tar.gz#environment for ./environment/bin/python; "
+        f"`tupletree pack` writes one and prints both options), or point "
+        f"spark.pyspark.python at a Python every executor host has"
     )

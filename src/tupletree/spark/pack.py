@@ -43,6 +43,9 @@ import importlib.metadata as metadata
 import io
 import json
 import os
+import re
+import shlex
+import subprocess
 import sys
 import tarfile
 import time
@@ -229,10 +232,8 @@ def pack(
     """Write the executors' archive to ``output`` (see the module's rules)."""
     started = time.monotonic()
     out = check_output(output)
-    if python is not None and not os.path.isabs(python):
-        raise PackError(
-            f"--python wants the absolute path of the executors' Python, got {python!r}"
-        )
+    if python is not None:
+        check_python(python)
     tupletree_source, tupletree_dist, known = _tupletree()
     extras = sorted({e.strip() for e in extras if e.strip()})
     unknown = [e for e in extras if e not in known]
@@ -301,9 +302,79 @@ def check_output(output: str | os.PathLike[str]) -> Path:
             f"-o {out}: the archive is a gzip tar, and Spark unpacks archives by their "
             f"suffix: name it {stem}.tar.gz or {stem}.tgz"
         )
+    odd = sorted({c for c in str(output) if c in _URI_BREAKERS or c.isspace()})
+    if odd:
+        which = " or ".join("a space" if c.isspace() else repr(c) for c in odd)
+        raise PackError(
+            f"-o {str(output)!r}: Spark would misread a path with {which} in --archives "
+            f"(a comma-separated list of URIs, '#' naming the directory it unpacks into): "
+            f"choose a path without"
+        )
     if not out.parent.is_dir():
         raise PackError(f"-o {out}: there is no directory {out.parent}")
+    probe = out.with_name(f".{out.name}.probe-{os.getpid()}")
+    try:  # a file can be made there (a read-only or special file system: refused now)
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        raise PackError(
+            f"-o {out}: cannot write in the directory {out.parent}: {exc.strerror or exc}"
+        ) from None
     return out
+
+
+_URI_BREAKERS = ",#?"
+"""Characters of an archive's path that ``--archives`` would not take as part of it."""
+
+_VERSIONED_NAME = re.compile(r"python(\d+)\.(\d+)$")
+PYTHON_CHECK_TIMEOUT_SECS = 10.0
+
+
+def check_python(python: str) -> None:
+    """``--python``: the absolute path of an interpreter of this Python's X.Y, or
+    PackError naming it. The archive's site-packages is ``lib/pythonX.Y`` and its
+    compiled extensions are built for X.Y: an interpreter of another X.Y would start
+    on the executors and fail there (PySpark's PYTHON_VERSION_MISMATCH, or a module
+    not found). Its name says its X.Y (``python3.12``), or, when it is on this machine,
+    it is asked; a path only the executor hosts have, named ``python3``, is taken."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not os.path.isabs(python):
+        raise PackError(
+            f"--python wants the absolute path of the executors' Python, got {python!r}"
+        )
+    named = _VERSIONED_NAME.search(os.path.basename(python))
+    if named is not None and f"{named.group(1)}.{named.group(2)}" != here:
+        raise PackError(
+            f"--python {python} is Python {named.group(1)}.{named.group(2)}, but the "
+            f"archive is for Python {here} (this Python's packages, its lib/python{here}): "
+            f"name a Python {here} the executors have, or pack from a Python "
+            f"{named.group(1)}.{named.group(2)} environment"
+        )
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        return  # only the executor hosts have it: its name is all there is to check
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=PYTHON_CHECK_TIMEOUT_SECS,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PackError(f"--python {python} does not run as a Python here: {exc}") from None
+    version = done.stdout.strip()
+    if done.returncode != 0 or not re.fullmatch(r"\d+\.\d+", version):
+        raise PackError(
+            f"--python {python} does not run as a Python here (exit {done.returncode}): "
+            f"{done.stderr.strip()[-300:]}"
+        )
+    if version != here:
+        raise PackError(
+            f"--python {python} is Python {version}, but the archive is for Python "
+            f"{here} (this Python's packages, its lib/python{here}): name a Python {here} "
+            f"the executors have, or pack from a Python {version} environment"
+        )
 
 
 def _layout(sources: list[_Source], interpreter: str) -> Iterator[tuple[str, Path | bytes]]:
@@ -328,7 +399,8 @@ def _layout(sources: list[_Source], interpreter: str) -> Iterator[tuple[str, Pat
 
 
 def _write(out: Path, sources: list[_Source], interpreter: str) -> None:
-    """The archive, written beside ``out`` and renamed over it when complete."""
+    """The archive, written beside ``out`` and renamed over it when complete (an
+    existing file of that name is replaced only then); PackError when it cannot be."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
@@ -365,6 +437,11 @@ def _write(out: Path, sources: list[_Source], interpreter: str) -> None:
                 with what.open("rb") as f:
                     tar.addfile(info, f)
         partial.replace(out)
+    except OSError as exc:  # a full disk, a file of a distribution that cannot be read
+        what = "" if exc.filename in (None, str(partial), str(out)) else f" ({exc.filename})"
+        raise PackError(
+            f"-o {out}: cannot write the archive: {exc.strerror or exc}{what}"
+        ) from None
     finally:
         partial.unlink(missing_ok=True)
 
@@ -399,13 +476,19 @@ def driver_options(driver_python: str | None = None) -> list[str]:
     return ["--conf", f"spark.pyspark.driver.python={driver_python or sys.executable}"]
 
 
+def _shell_join(words: list[str]) -> str:
+    """``words`` as a shell reads them back (a path with a quote or ``$`` is quoted);
+    ``#`` inside a word, not a comment there, stays as it is."""
+    return " ".join(w if re.fullmatch(r"[\w@%+=:,./#-]+", w) else shlex.quote(w) for w in words)
+
+
 def describe(packed: Packed) -> str:
     """What ``tupletree pack`` prints: what was written and the options that ship it."""
     others = [f"{n} {v}" for n, v in packed.distributions if canonicalize_name(n) != "tupletree"]
     tupletree_version = next(
         (v for n, v in packed.distributions if canonicalize_name(n) == "tupletree"), "?"
     )
-    options = " ".join(submit_options(packed.path))
+    options = _shell_join(submit_options(packed.path))
     return "\n".join(
         [
             f"tupletree: wrote {packed.path} ({packed.size / 2**20:.1f} MB) in "
@@ -417,6 +500,6 @@ def describe(packed: Packed) -> str:
             "spark-submit options that ship it:",
             f"  {options}",
             "and in client mode (the driver runs here, e.g. on a standalone master):",
-            f"  {' '.join(driver_options())}",
+            f"  {_shell_join(driver_options())}",
         ]
     )
