@@ -331,6 +331,9 @@ class ClusterBase:
         conf = {**(conf or {}), Config.TUPLETREE_CLUSTER_MASTER: master}
         full = validate(conf)
         check_components(topology, full)
+        from tupletree.state.planner import warn_unbounded_aligned
+
+        warn_unbounded_aligned(name, topology, full)
         return full
 
     # -- rebalance ------------------------------------------------------------------

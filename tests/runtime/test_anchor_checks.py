@@ -113,3 +113,51 @@ def test_a_list_of_tuples_as_anchors_still_goes_through(sim_cluster):
     feeder.feed(["hello"], msg_id="m1")
     assert sim_cluster.wait_idle()
     assert tracker.acked == {"m1"} and sim_cluster.errors("anchors-ok") == []
+
+
+def settled_self(t: Any) -> Any:
+    return t  # AcksFirst acks it before emitting: a settled anchor
+
+
+class AcksFirst(AnchorsTo):
+    """Acks the input, then emits anchored to ``make(tup)`` (refused: settled)."""
+
+    def execute(self, tup: Any) -> None:
+        self.collector.ack(tup)
+        self.collector.emit([tup[0]], anchors=self.make(tup))
+
+
+@pytest.mark.parametrize(
+    ("bolt", "error"),
+    [
+        (AnchorsTo(five), "TypeError"),
+        (AnchorsTo(five, direct=True), "TypeError"),
+        (AnchorsTo(list_of_five), "TypeError"),
+        (AcksFirst(settled_self), "EmitError"),
+        (AcksFirst(its_list), "EmitError"),
+    ],
+    ids=["int", "int-direct", "list-with-int", "settled-tuple", "settled-in-list"],
+)
+def test_a_refused_emit_counts_neither_emitted_nor_transferred(sim_cluster, bolt, error):
+    """An emit refused for its anchors sends nothing, so it counts nothing: it used
+    to add one to ``emitted`` and its targets to ``transferred`` before the check."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["line"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("anchorer", bolt).shuffle_grouping("feed")
+    sink = b.set_bolt("sink", Sink())
+    if bolt.direct:
+        sink.direct_grouping("anchorer")
+    else:
+        sink.shuffle_grouping("anchorer")
+    sim_cluster.submit_topology("refused", {}, b.create_topology())
+    feeder.feed(["hello"], msg_id="m1")
+    assert sim_cluster.wait_idle()
+    errors = sim_cluster.errors("refused")
+    assert len(errors) == 1 and error in errors[0], errors
+    metrics = sim_cluster.metrics("refused")
+    assert metrics["anchorer"]["executed"] == 1
+    assert metrics["anchorer"]["emitted"] == 0
+    assert metrics["anchorer"]["transferred"] == 0
+    assert metrics["sink"]["executed"] == 0

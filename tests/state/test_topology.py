@@ -227,6 +227,64 @@ def test_config_is_checked_at_submit(sim_cluster, conf, key, words):
     assert err.value.key == key and words in str(err.value)
 
 
+ALIGNED = {Config.TOPOLOGY_STATE_CHECKPOINT_MODE: "aligned"}
+
+
+def test_aligned_mode_without_max_spout_pending_warns_at_submit(sim_cluster):
+    """Unset, the spouts fill every queue and each checkpoint step waits behind them:
+    under load any data timeout refuses the checkpoint and the topology may commit
+    nothing again (docs/state.md, Costs). Submit says so, naming the topology, its
+    spout and the setting; the topology still runs."""
+    with pytest.warns(UserWarning) as caught:
+        sim_cluster.submit_topology("unbounded", dict(ALIGNED), simple())
+    texts = [str(w.message) for w in caught if "max.spout.pending" in str(w.message)]
+    assert len(texts) == 1, [str(w.message) for w in caught]
+    text = texts[0]
+    assert "'unbounded'" in text and "'source'" in text
+    assert Config.TOPOLOGY_MAX_SPOUT_PENDING in text
+    assert Config.TOPOLOGY_STATE_CHECKPOINT_MODE in text and "aligned" in text
+    assert caught[0].filename == __file__  # points at the submit_topology call
+    assert "unbounded" in sim_cluster.topologies()
+
+
+def _no_pending_warning(cluster: Any, name: str, conf: dict[str, Any], topology: Any) -> None:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cluster.submit_topology(name, conf, topology)
+    assert [str(w.message) for w in caught if "max.spout.pending" in str(w.message)] == []
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {**ALIGNED, Config.TOPOLOGY_MAX_SPOUT_PENDING: 1000},
+        {},
+        {Config.TOPOLOGY_STATE_CHECKPOINT_MODE: "storm"},
+    ],
+    ids=["aligned-with-pending", "default-mode", "storm-mode"],
+)
+def test_no_max_spout_pending_warning_when_set_or_not_aligned(sim_cluster, conf):
+    _no_pending_warning(sim_cluster, "quiet", conf, simple())
+
+
+def test_no_max_spout_pending_warning_when_every_spout_sets_its_own(sim_cluster):
+    """Max spout pending is read per spout: a spout's own setting counts."""
+    b = TopologyBuilder()
+    b.set_spout("source", StoreQueue(1)).set_max_spout_pending(100)
+    b.set_bolt("count", Counting()).shuffle_grouping("source")
+    _no_pending_warning(sim_cluster, "own", dict(ALIGNED), b.create_topology())
+
+
+def test_no_max_spout_pending_warning_without_a_stateful_bolt(sim_cluster):
+    """The mode means nothing to a topology with no stateful bolt: nothing checkpoints."""
+    b = TopologyBuilder()
+    b.set_spout("source", StoreQueue(1))
+    b.set_bolt("split", SplitWords()).shuffle_grouping("source")
+    _no_pending_warning(sim_cluster, "plain", dict(ALIGNED), b.create_topology())
+
+
 def test_aligned_mode_refuses_a_spout_that_cannot_rewind(sim_cluster):
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["sentence", "msg"]))

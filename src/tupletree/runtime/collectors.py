@@ -498,14 +498,15 @@ class OutputCollector(_Base):
         self, route: StreamRoute, values: list[Any], targets: list[int], anchor: Tuple
     ) -> None:
         """One anchor, the common case: anchor_child inlined. The one implementation of
-        an anchored emit: BasicOutputCollector.emit calls it too."""
+        an anchored emit: BasicOutputCollector.emit calls it too. Counted once the
+        anchor is checked: a refused emit counts nothing."""
+        if anchor._ack_val < 0:
+            self._settled_anchor(anchor)
         metrics = self._metrics
         metrics.emitted += 1
         metrics.transferred += len(targets)
         deliver = self._deliver
         src = route.src
-        if anchor._ack_val < 0:
-            self._settled_anchor(anchor)
         pop = self._id_pop
         root = anchor._root
         if root:
@@ -534,13 +535,15 @@ class OutputCollector(_Base):
     def _send(
         self, route: StreamRoute, values: list[Any], targets: list[int], anchors: Any
     ) -> None:
-        """No anchor, or a list of anchors (multi-anchoring)."""
+        """No anchor, or a list of anchors (multi-anchoring). Counted once the anchors
+        are checked: an emit refused for them (TypeError, EmitError, ValueError) counts
+        nothing, as it sends nothing."""
         metrics = self._metrics
-        metrics.emitted += 1
-        metrics.transferred += len(targets)
         deliver = self._deliver
         src = route.src
         if anchors is None:
+            metrics.emitted += 1
+            metrics.transferred += len(targets)
             for t in targets:
                 deliver[t](Tuple(values, src))
             return
@@ -563,6 +566,8 @@ class OutputCollector(_Base):
                 self._settled_anchor(a)
             if a._src.owner is not self._owner:
                 self._check_owner(a, "anchored an emit to")
+        metrics.emitted += 1
+        metrics.transferred += len(targets)
         for t in targets:
             deliver[t](in_trees(values, src, anchor_child(anchors, self._next_id)))
 

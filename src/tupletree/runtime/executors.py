@@ -22,6 +22,7 @@ from time import perf_counter
 from typing import Any
 
 from tupletree.errors import FailedException
+from tupletree.log_limit import LOG_WINDOW_SECS
 from tupletree.reliability.acker import AckerLedger
 from tupletree.reliability.ids import Id
 from tupletree.reliability.pending import SpoutPending
@@ -48,6 +49,9 @@ from tupletree.topology.tuple import Tuple
 BACKOFF_AFTER_RAISES = 3
 BACKOFF_FIRST_SECS = 0.001
 BACKOFF_MAX_SECS = 1.0
+# A custom metric whose read raises leaves at most one error record per this many
+# seconds of the worker's clock (Storm's error throttle window, log_limit.py).
+METRIC_ERROR_WINDOW_SECS = LOG_WINDOW_SECS
 
 
 def next_tuple_backoff(raises_in_a_row: int) -> float:
@@ -79,8 +83,12 @@ class Executor:
         # not a whole batch. One native bool read per tuple in the compiled build.
         self.halt = False
         # Custom metrics whose last read raised: reported when they start failing, not
-        # at every read (every metrics collection) while they go on failing.
+        # at every read (every metrics collection) while they go on failing; and each
+        # at most once per METRIC_ERROR_WINDOW_SECS (when it was last reported, on
+        # ``clock``: the worker sets its own, simulated or not, on its executors).
         self.failing_metrics: set[str] = set()
+        self.metric_reported_at: dict[str, float] = {}
+        self.clock: Callable[[], float] = perf_counter
 
     def snapshot(self) -> dict[str, Any]:
         snap = self.metrics.snapshot()
@@ -91,15 +99,25 @@ class Executor:
 
     def read_metric(self, name: str, fn: Callable[[], Any]) -> Any:
         """``fn()``, or None if it raises; what it raises is reported once per run of
-        failed reads (again only after a read succeeded), so a broken metric leaves one
-        error record, not one per metrics collection."""
+        failed reads (again only after a read succeeded), and at most once per
+        METRIC_ERROR_WINDOW_SECS of ``clock``, so a broken metric leaves one error
+        record, not one per metrics collection, and one that fails at every other read
+        one per window. The clock is read only when a read fails."""
         failing = self.failing_metrics
         try:
             value = fn()
         except BaseException as exc:
             if name not in failing:
                 failing.add(name)
-                self.report(exc, f"metric {name} (not reported again while it keeps failing)")
+                now = self.clock()
+                last = self.metric_reported_at.get(name)
+                if last is None or now - last >= METRIC_ERROR_WINDOW_SECS:
+                    self.metric_reported_at[name] = now
+                    self.report(
+                        exc,
+                        f"metric {name} (not reported again while it keeps failing, nor "
+                        f"more than once every {METRIC_ERROR_WINDOW_SECS:g} s)",
+                    )
             return None
         failing.discard(name)
         return value

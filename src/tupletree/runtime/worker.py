@@ -254,8 +254,9 @@ class Worker:
         self.inboxes: dict[int, Any] = {}
         blobs = components if components is not None else pickled_components(topology)
         for task in sorted(self.local_tasks):
-            self.executors[task] = self._make_executor(task, blobs)
-            self.inboxes[task] = self.executors[task].inbox
+            ex = self.executors[task] = self._make_executor(task, blobs)
+            ex.clock = self.now  # custom metrics' error rate limit (read_metric)
+            self.inboxes[task] = ex.inbox
         for task in all_tasks:
             if task not in self.local_tasks:
                 if remote_inbox is None:

@@ -25,6 +25,7 @@ returned as it is.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from tupletree.errors import InvalidTopologyError
@@ -147,3 +148,40 @@ def _check_hooks(component: str, bolt: Any) -> None:
                 "as a plain def",
                 component=component,
             )
+
+
+def warn_unbounded_aligned(name: str, topology: Any, conf: dict[str, Any]) -> None:
+    """At submit (ClusterBase._checked_submission): warn when a topology checkpoints in
+    the aligned mode and some data spout has no ``topology.max.spout.pending`` (its
+    own or the topology's). Unbounded, the spouts fill every queue and each checkpoint
+    step waits behind them; under load a data tuple times out, every checkpoint is
+    refused and rewound, and the topology may commit nothing until the load drops
+    (docs/state.md, Costs). A warning, not a refusal: a light load runs fine."""
+    from tupletree.config import Config
+    from tupletree.state.spout import CheckpointSpout
+
+    checkpoint = topology.components.get(CHECKPOINT_COMPONENT)
+    if checkpoint is None or not isinstance(checkpoint.obj, CheckpointSpout):
+        return  # no stateful bolt: nothing checkpoints
+    mode, pending = Config.TOPOLOGY_STATE_CHECKPOINT_MODE, Config.TOPOLOGY_MAX_SPOUT_PENDING
+    unbounded = sorted(
+        cid
+        for cid, spec in topology.components.items()
+        if spec.is_spout
+        and cid != CHECKPOINT_COMPONENT
+        and {**conf, **spec.conf}.get(mode) == "aligned"
+        and {**conf, **spec.conf}.get(pending) is None
+    )
+    if not unbounded:
+        return
+    spouts = ("spout " if len(unbounded) == 1 else "spouts ") + ", ".join(map(repr, unbounded))
+    warnings.warn(
+        f"topology {name!r} checkpoints in {mode} 'aligned' with {pending} unset "
+        f"({spouts}): under load the spouts fill every queue, a checkpoint waits behind "
+        "them, any data tuple timing out refuses it, and the topology may commit nothing "
+        f"until the load drops. Set {pending} (in the topology's config, or per spout "
+        "with set_max_spout_pending) above what one checkpoint interval brings "
+        "(docs/state.md, Costs)",
+        UserWarning,
+        stacklevel=4,  # this, _checked_submission, submit_topology: the user's call
+    )
