@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tupletree import BasicBolt, Bolt, FailedException, TopologyBuilder
@@ -99,3 +99,20 @@ def pipeline(
     if sink is not None:
         b.set_bolt("sink", sink, parallelism=workers).shuffle_grouping("work")
     return b.create_topology()
+
+
+def module_kafka_broker() -> Iterator[Any]:
+    """A Kafka-compatible broker (tansu) for a test module, stopped after it; the
+    module is skipped where none can start. Each Kafka test module makes it its
+    fixture: ``broker = pytest.fixture(scope="module", name=...)(module_kafka_broker)``."""
+    import pytest
+
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker
+
+    try:
+        b = LocalKafkaBroker().start()
+    except BrokerUnavailable as exc:
+        pytest.skip(f"no Kafka-compatible broker: {exc}")
+    yield b
+    b.stop()

@@ -23,17 +23,12 @@ import tupletree.connectors.kafka.spout as _kafka_spout  # noqa: E402
 from tupletree.connectors.kafka import KafkaSink, KafkaSpout  # noqa: E402
 from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker  # noqa: E402
 
+from .support import module_kafka_broker  # noqa: E402
+
 TopicPartition = confluent_kafka.TopicPartition
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[LocalKafkaBroker]:
-    try:
-        b = LocalKafkaBroker().start()
-    except BrokerUnavailable as exc:
-        pytest.skip(f"no Kafka-compatible broker: {exc}")
-    yield b
-    b.stop()
+broker = pytest.fixture(scope="module", name="broker")(module_kafka_broker)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,11 +24,12 @@ from tupletree.connectors.kafka import (  # noqa: E402
     TridentKafkaStateFactory,
     TridentKafkaStateUpdater,
 )
-from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker  # noqa: E402
+from tupletree.connectors.kafka.local_broker import LocalKafkaBroker  # noqa: E402
 from tupletree.connectors.kafka.trident_state import TridentKafkaState  # noqa: E402
 
 from ..registry import entries, new_journal, record  # noqa: E402
 from ..trident.support import memory_counts  # noqa: E402
+from .support import module_kafka_broker  # noqa: E402
 from .test_kafka import produce, topic  # noqa: E402
 
 CONF = {
@@ -38,14 +38,7 @@ CONF = {
 }
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[LocalKafkaBroker]:
-    try:
-        b = LocalKafkaBroker().start()
-    except BrokerUnavailable as exc:
-        pytest.skip(f"no Kafka-compatible broker: {exc}")
-    yield b
-    b.stop()
+broker = pytest.fixture(scope="module", name="broker")(module_kafka_broker)
 
 
 def wait(predicate: Any, secs: float, what: str) -> None:

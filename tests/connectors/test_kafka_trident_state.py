@@ -13,7 +13,6 @@ import textwrap
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from tupletree.connectors.kafka import (  # noqa: E402
     TridentKafkaStateFactory,
     TridentKafkaStateUpdater,
 )
-from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker  # noqa: E402
+from tupletree.connectors.kafka.local_broker import LocalKafkaBroker  # noqa: E402
 from tupletree.connectors.kafka.trident_state import (  # noqa: E402
     TridentKafkaError,
     last_marks,
@@ -34,18 +33,12 @@ from tupletree.trident.state import BatchBehindError, StateType  # noqa: E402
 from tupletree.trident.state.sinks import Mark  # noqa: E402
 
 from ..trident.support import SeqTransactional, die_after_commit, sim_conf  # noqa: E402
+from .support import module_kafka_broker  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[LocalKafkaBroker]:
-    try:
-        b = LocalKafkaBroker().start()
-    except BrokerUnavailable as exc:
-        pytest.skip(f"no Kafka-compatible broker: {exc}")
-    yield b
-    b.stop()
+broker = pytest.fixture(scope="module", name="broker")(module_kafka_broker)
 
 
 class T:

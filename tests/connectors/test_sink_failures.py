@@ -19,6 +19,8 @@ from tupletree import LocalCluster, TopologyBuilder
 from tupletree.connectors import connector_totals
 from tupletree.testing import AckFailTracker, FeederSpout
 
+from .support import module_kafka_broker
+
 CONF = {"topology.message.timeout.secs": 30, "topology.max.spout.pending": 1000}
 REDIS_URL = "redis://127.0.0.1:6379/0"
 RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -62,17 +64,7 @@ def assert_only_the_bad_one_failed(tracker: AckFailTracker, totals: dict) -> Non
 # -- Kafka ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[Any]:
-    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
-    from tupletree.connectors.kafka.local_broker import BrokerUnavailable, LocalKafkaBroker
-
-    try:
-        b = LocalKafkaBroker().start()
-    except BrokerUnavailable as exc:
-        pytest.skip(f"no Kafka-compatible broker: {exc}")
-    yield b
-    b.stop()
+kafka = pytest.fixture(scope="module", name="kafka")(module_kafka_broker)
 
 
 def test_a_record_too_large_for_kafka_fails_alone(kafka: Any) -> None:
