@@ -239,6 +239,7 @@ def test_records_the_kafka_sink_gave_up_on_are_not_kept_to_be_written_later() ->
         broker = LocalKafkaBroker().start()  # of its own: it is stopped
     except BrokerUnavailable as exc:
         pytest.skip(f"no Kafka-compatible broker: {exc}")
+    closing: list[Any] = []
     try:
         topic = "t" + uuid.uuid4().hex[:12]
         broker.create_topic(topic, 1)
@@ -247,6 +248,7 @@ def test_records_the_kafka_sink_gave_up_on_are_not_kept_to_be_written_later() ->
         sink.io_counts = {"written": 0, "refused": 0, "lost": 0, "reconnects": 0}
         sink._errors = ErrorMailbox(sink.scrubbed)
         session = sink.connect()
+        closing.append(session)  # or librdkafka goes on dialling the stopped broker
         assert session.write([b"before"]) == [None]
         broker.stop()
         verdicts = session.write([f"during {i}".encode() for i in range(5)])
@@ -259,4 +261,6 @@ def test_records_the_kafka_sink_gave_up_on_are_not_kept_to_be_written_later() ->
 
         assert until(emptied, 5), f"{len(producer)} failed records still queued to be written"
     finally:
+        for session in closing:
+            session.close()
         broker.stop()
