@@ -414,3 +414,14 @@ def test_a_master_that_does_not_answer_is_named_at_once() -> None:
     assert time.monotonic() - started < 20
     assert f"cannot reach the Spark master spark://127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_missing_py_file_is_named_without_a_module_name_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A FILE given with .py that is not there is a wrong path, not a module name: the
+    error says no more than that."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["run", "--local", "missing.py"])
+    assert str(raised.value) == "tupletree run: no such file: missing.py"

@@ -17,6 +17,7 @@ import pytest
 from tests.connectors.support import until
 from tupletree import LocalCluster, TopologyBuilder
 from tupletree.connectors import connector_totals
+from tupletree.connectors.sink import BrokerSink
 from tupletree.testing import AckFailTracker, FeederSpout
 
 from .support import module_kafka_broker
@@ -128,6 +129,36 @@ def test_a_message_over_the_nats_max_payload_fails_alone(nats_subject: str) -> N
     assert_only_the_bad_one_failed(tracker, totals)
     assert totals["refused"] == 1
     assert any("JetStreamSink 'sink'" in e and "max_payload" in e for e in errors), errors
+
+
+def test_a_nats_batch_with_a_refused_message_answers_without_waiting_out_the_timeout(
+    nats_subject: str,
+) -> None:
+    """A message refused before it is published has no PubAck to wait for: alone in its
+    batch it fails at once, and a batch of messages at and just over ``max_payload``
+    answers when the others' PubAcks are in, not after ``timeout_secs`` (here 10 s).
+    The bound is nats-py's: a message of exactly ``max_payload`` bytes is published."""
+    from tupletree.connectors.nats import JetStreamSink
+
+    limit = 1024 * 1024  # nats-server's default max_payload
+    sink = JetStreamSink(nats_subject, NATS_URL, timeout_secs=10.0)
+    feeder, tracker, topology = fed(sink)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("nats-refused-fast", CONF, topology)
+        started = time.monotonic()
+        feeder.feed([TOO_LARGE], msg_id="alone")
+        assert until(lambda: "alone" in tracker.failed, 30)
+        alone = time.monotonic() - started
+        started = time.monotonic()
+        rows = {"at": b"a" * limit, "over": b"o" * (limit + 1), "small": b"s"}
+        for msg_id, body in rows.items():
+            feeder.feed([body], msg_id=msg_id)
+        assert until(lambda: len(tracker.acked | tracker.failed) == 4, 30)
+        batch = time.monotonic() - started
+        totals = connector_totals(cluster.metrics("nats-refused-fast")["sink"])
+    assert tracker.failed == {"alone", "over"} and tracker.acked == {"at", "small"}, totals
+    assert totals["lost"] == 0 and totals["reconnects"] == 0, totals
+    assert alone < 5.0 and batch < 5.0, (alone, batch)
 
 
 # -- an encode that returns something other than bytes --------------------------------
@@ -264,3 +295,129 @@ def test_records_the_kafka_sink_gave_up_on_are_not_kept_to_be_written_later() ->
         for session in closing:
             session.close()
         broker.stop()
+
+
+# -- mutation review: what the tests above left open -----------------------------------
+
+
+def _bytearray_encode(tup: Any) -> Any:
+    return bytearray(tup.get("message").encode())
+
+
+def test_an_encode_returning_a_bytearray_is_written_by_kafka(kafka: Any) -> None:
+    """``encode`` may return a bytearray (or a memoryview): the sink makes it bytes.
+    confluent-kafka's ``produce`` refuses a bytearray with a TypeError, which on the
+    I/O thread would count the whole batch lost and replace the producer, at every
+    replay."""
+    from tupletree.connectors.kafka import KafkaSink
+
+    topic = "t" + uuid.uuid4().hex[:12]
+    kafka.create_topic(topic, 1)
+    sink = KafkaSink(topic, kafka.bootstrap_servers, encode=_bytearray_encode)
+    feeder, tracker, topology = fed(sink)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("kafka-bytearray", CONF, topology)
+        for i in range(5):
+            feeder.feed([f"m{i}"], msg_id=i)
+        assert until(lambda: len(tracker.acked | tracker.failed) == 5, 30)
+        totals = connector_totals(cluster.metrics("kafka-bytearray")["sink"])
+    assert tracker.acked == set(range(5)) and not tracker.failed, totals
+    assert totals["written"] == 5 and totals["lost"] == 0, totals
+
+
+def test_a_batch_with_a_refused_kafka_record_does_not_wait_out_the_timeout(kafka: Any) -> None:
+    """The record refused in ``produce`` has no delivery report to wait for: the batch
+    answers once the others are reported, not after ``timeout_secs`` (every input of
+    the batch, the good ones too, held that long)."""
+    from tupletree.connectors.kafka import KafkaSink
+    from tupletree.connectors.mailbox import ErrorMailbox
+
+    topic = "t" + uuid.uuid4().hex[:12]
+    kafka.create_topic(topic, 1)
+    sink = KafkaSink(topic, kafka.bootstrap_servers, timeout_secs=10.0)
+    sink.component = "sink"
+    sink.io_counts = {"written": 0, "refused": 0, "lost": 0, "reconnects": 0}
+    sink._errors = ErrorMailbox(sink.scrubbed)
+    session = sink.connect()
+    try:
+        assert session.write([b"warm up"]) == [None]
+        started = time.monotonic()
+        verdicts = session.write([b"good", TOO_LARGE, b"good too"])
+        took = time.monotonic() - started
+    finally:
+        session.close()
+    assert verdicts[0] is None and verdicts[2] is None, verdicts
+    assert verdicts[1] is not None and verdicts[1].startswith("refused"), verdicts
+    assert took < 5.0, f"the batch waited {took:.1f} s for a report that never comes"
+
+
+class _EveryOtherWriteBreaks:
+    """A session of _FlakySink: writes 0, 2, 4... go through, 1, 3, 5... raise."""
+
+    writes = 0
+
+    def write(self, bodies: list[bytes]) -> list[str | None]:
+        n = _EveryOtherWriteBreaks.writes
+        _EveryOtherWriteBreaks.writes += 1
+        if n % 2:
+            raise ConnectionError("the connection broke")
+        return [None] * len(bodies)
+
+    def close(self) -> None:
+        pass
+
+
+class _FlakySink(BrokerSink):
+    def address(self) -> str:
+        return "flaky:0"
+
+    def connect(self) -> Any:
+        return _EveryOtherWriteBreaks()
+
+
+def test_a_failed_write_after_one_that_worked_reconnects_at_once() -> None:
+    """As the spouts do: the first failed write after a write the broker answered
+    reconnects at once; only failures in a row back off. A sink whose broker drops the
+    connection now and then must not wait its reconnect delay (here 5 s) at the first
+    drop, nor carry the count of drops long past into the delay of the next one."""
+    from tupletree.connectors import RetryPolicy
+
+    _EveryOtherWriteBreaks.writes = 0
+    sink = _FlakySink(
+        check_at_submit=False,
+        reconnect=RetryPolicy(initial_delay_secs=5.0, max_delay_secs=5.0),
+    )
+    feeder, tracker, topology = fed(sink)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("flaky-sink", CONF, topology)
+        started = time.monotonic()
+        for i in range(5):  # one at a time: each its own write (ok, breaks, ok, ...)
+            feeder.feed([f"m{i}"], msg_id=i)
+            assert until(lambda i=i: i in tracker.acked | tracker.failed, 30)
+        took = time.monotonic() - started
+        totals = connector_totals(cluster.metrics("flaky-sink")["sink"])
+    assert tracker.acked == {0, 2, 4} and tracker.failed == {1, 3}, totals
+    assert took < 3.0, f"{took:.1f} s: a reconnect after a write that worked waited"
+
+
+def test_the_kafka_producer_gives_up_with_the_sink_unless_producer_config_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``message.timeout.ms`` is ``timeout_secs`` by default, and the user's
+    ``producer_config`` still has the last word."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from tupletree.connectors.kafka import KafkaSink
+
+    seen: list[dict[str, Any]] = []
+
+    class Recorder:
+        def __init__(self, conf: dict[str, Any]) -> None:
+            seen.append(conf)
+            raise RuntimeError("recorded")
+
+    monkeypatch.setattr(confluent_kafka, "Producer", Recorder)
+    for config, expected in (({}, 2500), ({"message.timeout.ms": 60_000}, 60_000)):
+        sink = KafkaSink("t", "127.0.0.1:1", timeout_secs=2.5, producer_config=config)
+        with pytest.raises(RuntimeError, match="recorded"):
+            sink.connect()
+        assert seen[-1]["message.timeout.ms"] == expected, seen[-1]

@@ -161,3 +161,55 @@ def test_a_refused_emit_counts_neither_emitted_nor_transferred(sim_cluster, bolt
     assert metrics["anchorer"]["emitted"] == 0
     assert metrics["anchorer"]["transferred"] == 0
     assert metrics["sink"]["executed"] == 0
+
+
+def two_of_it(t: Any) -> Any:
+    return [t, t]
+
+
+def test_a_multi_anchored_emit_counts_once_emitted_and_per_target_transferred(sim_cluster):
+    """The list-of-anchors path counts after its checks: a valid emit still counts
+    (one emitted, one transferred per target), as the single-anchor path does."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["line"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("anchorer", AnchorsTo(two_of_it)).shuffle_grouping("feed")
+    b.set_bolt("sink", Sink(), 2).all_grouping("anchorer")
+    sim_cluster.submit_topology("multi", {}, b.create_topology())
+    for i in range(3):
+        feeder.feed(["hello"], msg_id=f"m{i}")
+    assert sim_cluster.wait_idle()
+    assert tracker.acked == {"m0", "m1", "m2"}, tracker.failed
+    metrics = sim_cluster.metrics("multi")
+    assert metrics["anchorer"]["emitted"] == 3
+    assert metrics["anchorer"]["transferred"] == 6  # two sink tasks each
+    assert metrics["sink"]["executed"] == 6
+
+
+def _raises_inside(t: Any) -> Any:
+    yield t
+    raise TypeError("the anchors' own generator broke")
+
+
+def a_broken_generator(t: Any) -> Any:
+    return _raises_inside(t)
+
+
+def test_an_iterable_whose_iteration_raises_keeps_its_own_error(sim_cluster):
+    """Anchors that are iterable but raise a TypeError while iterated: that error is
+    the user's to see, not "anchors must be Tuples" (which would point at the wrong
+    mistake)."""
+    tracker = AckFailTracker()
+    feeder = FeederSpout(["line"], tracker=tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("anchorer", AnchorsTo(a_broken_generator)).shuffle_grouping("feed")
+    b.set_bolt("sink", Sink()).shuffle_grouping("anchorer")
+    sim_cluster.submit_topology("gen", {}, b.create_topology())
+    feeder.feed(["hello"], msg_id="m1")
+    assert sim_cluster.wait_idle()
+    assert tracker.failed == {"m1"}
+    errors = sim_cluster.errors("gen")
+    assert len(errors) == 1 and "the anchors' own generator broke" in errors[0], errors
+    assert "anchors must be Tuples" not in errors[0]

@@ -107,3 +107,20 @@ def test_a_metric_that_flaps_is_reported_at_most_once_per_window(sim_cluster):
     flap(40)
     assert len(sim_cluster.errors("flaps")) == 4
     assert sim_cluster.metrics("flaps")["measured"]["errors"] == 4
+
+
+def test_a_metric_that_keeps_failing_is_not_reported_again_each_window(sim_cluster):
+    """The window only limits how often a *new* run of failures is told: a metric that
+    never reads fine again stays at one record however long it goes on failing."""
+    box = Box()
+    box.get()["broken"] = True
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["n"]))
+    b.set_bolt("measured", Measured(box)).shuffle_grouping("feed")
+    sim_cluster.submit_topology("stuck", {}, b.create_topology())
+    assert sim_cluster.wait_idle()
+    for _ in range(5):
+        values = sim_cluster.metrics("stuck")["measured"]["custom"]["load"]
+        assert set(values.values()) == {None}
+        sim_cluster.advance_time(2 * METRIC_ERROR_WINDOW_SECS)
+    assert len(sim_cluster.errors("stuck")) == 1, sim_cluster.errors("stuck")

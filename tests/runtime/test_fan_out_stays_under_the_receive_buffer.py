@@ -74,3 +74,20 @@ def test_an_expanding_bolt_fills_the_next_inbox_one_turn_at_a_time() -> None:
     assert most <= bound, f"an inbox held {most:,} tuples, over {bound:,} (limit {LIMIT:,})"
     assert worker.run_until_idle()
     assert Count.seen == BURST * CALLS * FAN_OUT  # nothing emitted was lost
+
+
+def test_inbox_over_is_strictly_over_the_limit_and_reads_every_executor():
+    """Worker.over_limit's test (executors.inbox_over): an inbox *at* the limit is
+    not over it, and any executor's inbox counts, not only the first's."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from tupletree.runtime.executors import inbox_over
+
+    def ex(n: int) -> Any:
+        return SimpleNamespace(inbox=deque(range(n)))
+
+    assert not inbox_over([], 3)
+    assert not inbox_over([ex(3), ex(0)], 3)
+    assert inbox_over([ex(4)], 3)
+    assert inbox_over([ex(0), ex(1), ex(4)], 3)

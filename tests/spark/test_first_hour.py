@@ -114,6 +114,29 @@ def test_an_archive_shipped_under_another_name_is_named():
     assert none is not None and "ship the archive it lives in" in none
 
 
+def test_an_archive_shipped_without_a_name_is_named_by_its_file_as_spark_does():
+    """--archives env.tar.gz (no #NAME): Spark unpacks it into a directory named after
+    the file, so ./environment/bin/python is not in it; the hint names that directory."""
+    hint = executor_python_hint(NO_PYTHON, "./environment/bin/python", "file:/x/env.tar.gz")
+    assert hint is not None
+    assert "ships file:/x/env.tar.gz as 'env.tar.gz', none as 'environment'" in hint
+    shipped = executor_python_hint(NO_PYTHON, "./environment/bin/python", "/x/environment/")
+    assert shipped is not None and "is shipped as 'environment'" in shipped
+    # Known to ship nothing (""), the hint does not wonder whether it is shipped;
+    # unknown (None: the session's conf could not be read), it names both causes.
+    none = executor_python_hint(NO_PYTHON, "./environment/bin/python", "")
+    assert none is not None and "if it is shipped" not in none
+    unknown = executor_python_hint(NO_PYTHON, "./environment/bin/python", None)
+    assert unknown is not None and "if it is shipped" in unknown
+    # An absolute path is no archive's, whatever spark.archives ships.
+    absolute = executor_python_hint(
+        NO_PYTHON.replace("./environment/bin/python", "/opt/py/bin/python"),
+        "/opt/py/bin/python",
+        "file:/x/env.tar.gz#environment",
+    )
+    assert absolute is not None and "none as" not in absolute and "is shipped" not in absolute
+
+
 def test_an_executor_python_of_another_version_names_both_and_pack_python():
     """The archive's bin/python links to a Python 3.12 while the driver runs 3.11:
     PySpark's PYTHON_VERSION_MISMATCH gets what to do with the archive."""

@@ -46,6 +46,19 @@ def test_a_value_that_does_not_pickle_is_refused_when_added_and_takes_no_referen
     assert [t[0] for t in stored.iter([0, 1])] == [0, 2]
 
 
+def test_the_error_names_the_first_field_that_does_not_pickle_not_the_last():
+    """The field named is the one whose value does not pickle, wherever it sits among
+    the tuple's values, and the error survives pickling (it crosses workers)."""
+    import pickle
+
+    stored = WindowTuples(MemoryStore(), "w-0-window-tuples", in_memory=8, component="w")
+    with pytest.raises(UnpicklableTupleError) as caught:
+        stored.add(tup(threading.Lock(), "fine"))
+    assert caught.value.field == "n" and "field 'n'" in str(caught.value)
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (again.component, again.field, again.value_type) == ("w", "n", caught.value.value_type)
+
+
 def test_one_unpicklable_tuple_fails_alone_and_the_rest_goes_on(sim_cluster):
     store = f"poison-{uuid.uuid4().hex}"
     tracker = AckFailTracker()
