@@ -79,13 +79,13 @@ def test_an_expanding_bolt_fills_the_next_inbox_one_turn_at_a_time() -> None:
 def test_inbox_over_is_strictly_over_the_limit_and_reads_every_executor():
     """Worker.over_limit's test (executors.inbox_over): an inbox *at* the limit is
     not over it, and any executor's inbox counts, not only the first's."""
-    from collections import deque
-    from types import SimpleNamespace
-
-    from tupletree.runtime.executors import inbox_over
+    from tupletree.runtime.executors import Executor, inbox_over
 
     def ex(n: int) -> Any:
-        return SimpleNamespace(inbox=deque(range(n)))
+        # A real Executor: the compiled inbox_over takes nothing else.
+        e = Executor(n, "bolt", lambda *args: None)
+        e.inbox.extend(range(n))
+        return e
 
     assert not inbox_over([], 3)
     assert not inbox_over([ex(3), ex(0)], 3)

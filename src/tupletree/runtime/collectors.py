@@ -547,16 +547,21 @@ class OutputCollector(_Base):
             for t in targets:
                 deliver[t](Tuple(values, src))
             return
+        listed: list[Any] | None = None
         try:
-            anchors = list(anchors)
+            listed = list(anchors)
         except TypeError:  # the error is built only on this path
             kind = type(anchors)
             if hasattr(kind, "__iter__") or hasattr(kind, "__getitem__"):
                 raise  # iterable: the TypeError came from iterating it, left as it is
+        if listed is None:
+            # Raised here, not in the except: the compiled build keeps the context
+            # ("'int' object is not iterable") despite ``from None``.
             raise TypeError(
                 f"component {self._component!r}: anchors must be Tuples (a Tuple or a list "
                 f"of them), got {type(anchors).__name__} {safe_repr(anchors)}"
-            ) from None
+            )
+        anchors = listed
         for a in anchors:
             if not isinstance(a, Tuple):
                 raise TypeError(

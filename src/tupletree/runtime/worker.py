@@ -326,6 +326,7 @@ class Worker:
         now = self.now()
         timeouts = self.conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS]
         timeout = self.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
+        shared_routers: dict[Any, Any] = {}  # the tasks' fields routers (build_routes)
         for task, ex in self.executors.items():
             component = ex.component_id
             conf = self._task_conf(component)
@@ -339,7 +340,13 @@ class Worker:
                 continue
             spec = self.topology.components[component]
             routes = build_routes(
-                self.layout, context, spec.streams, self.local_tasks, self.inboxes, self.owner
+                self.layout,
+                context,
+                spec.streams,
+                self.local_tasks,
+                self.inboxes,
+                self.owner,
+                shared_routers,
             )
             if conf.get(Config.TOPOLOGY_DEBUG):
                 for route in routes.values():
