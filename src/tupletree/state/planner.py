@@ -164,14 +164,14 @@ def warn_unbounded_aligned(name: str, topology: Any, conf: dict[str, Any]) -> No
     if checkpoint is None or not isinstance(checkpoint.obj, CheckpointSpout):
         return  # no stateful bolt: nothing checkpoints
     mode, pending = Config.TOPOLOGY_STATE_CHECKPOINT_MODE, Config.TOPOLOGY_MAX_SPOUT_PENDING
-    unbounded = sorted(
-        cid
-        for cid, spec in topology.components.items()
-        if spec.is_spout
-        and cid != CHECKPOINT_COMPONENT
-        and {**conf, **spec.conf}.get(mode) == "aligned"
-        and {**conf, **spec.conf}.get(pending) is None
-    )
+    unbounded = []
+    for cid, spec in topology.components.items():
+        if not spec.is_spout or cid == CHECKPOINT_COMPONENT:
+            continue
+        merged = {**conf, **spec.conf}  # what the spout's task runs with
+        if merged.get(mode) == "aligned" and merged.get(pending) is None:
+            unbounded.append(cid)
+    unbounded.sort()
     if not unbounded:
         return
     spouts = ("spout " if len(unbounded) == 1 else "spouts ") + ", ".join(map(repr, unbounded))
