@@ -7,6 +7,7 @@ a sink reconnecting at every batch without backoff."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -159,6 +160,133 @@ def test_a_nats_batch_with_a_refused_message_answers_without_waiting_out_the_tim
     assert tracker.failed == {"alone", "over"} and tracker.acked == {"at", "small"}, totals
     assert totals["lost"] == 0 and totals["reconnects"] == 0, totals
     assert alone < 5.0 and batch < 5.0, (alone, batch)
+
+
+# -- RabbitMQ -------------------------------------------------------------------------
+
+RABBIT_DEFAULT_MAX = 128 * 1024 * 1024  # RabbitMQ 3.8 to 3.13's max_message_size (4.x: 16 MiB)
+
+
+@pytest.fixture
+def rabbit_queue() -> Iterator[tuple[Any, str]]:
+    """A queue of its own on the broker, and a connection to read it with."""
+    pika = pytest.importorskip("pika", reason="pika is not installed")
+    try:
+        admin = pika.BlockingConnection(pika.URLParameters(RABBIT_URL))
+    except Exception as exc:
+        pytest.skip(f"no RabbitMQ broker at {RABBIT_URL} ({exc!r}); .ci/run starts one")
+    queue = f"tt-sink-size-{uuid.uuid4().hex[:10]}"
+    admin.channel().queue_declare(queue)
+    try:
+        yield admin, queue
+    finally:
+        admin.channel().queue_delete(queue)
+        admin.close()
+
+
+def _broker_max_message_size(admin: Any) -> int:
+    """The broker's ``max_message_size``, as it says when refusing a message just over
+    RabbitMQ's largest default (it closes the channel, 406 PRECONDITION_FAILED)."""
+    import pika.exceptions
+
+    channel = admin.channel()
+    channel.confirm_delivery()
+    probe = channel.queue_declare("", exclusive=True).method.queue
+    try:
+        channel.basic_publish("", probe, b"p" * (RABBIT_DEFAULT_MAX + 1))
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        found = re.search(r"max size (\d+)", exc.reply_text)
+        assert found, exc.reply_text
+        return int(found.group(1))
+    channel.queue_delete(probe)
+    pytest.skip(f"the broker takes messages over {RABBIT_DEFAULT_MAX} bytes")
+
+
+def _bodies(admin: Any, queue: str) -> list[bytes]:
+    channel = admin.channel()
+    got = []
+    while True:
+        method, _props, body = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            return got
+        got.append(body)
+
+
+def test_a_message_over_the_rabbitmq_max_message_size_fails_alone(
+    rabbit_queue: tuple[Any, str],
+) -> None:
+    """RabbitMQ refuses a message over its ``max_message_size`` by closing the channel
+    (406 PRECONDITION_FAILED), dropping what was published after it. Before, that
+    failed the whole batch as lost, the connection was replaced, and the same at every
+    replay. Now the sink learns the limit from the refusal, refuses that message alone,
+    and publishes the rest of the batch again on a new channel."""
+    from tupletree.connectors.rabbitmq import RabbitMQSink
+
+    admin, queue = rabbit_queue
+    limit = _broker_max_message_size(admin)
+    sink = RabbitMQSink(queue, RABBIT_URL)
+    big = b"x" * (limit + 1)
+    tracker, totals, errors = feed_with_one_bad(sink, big, "rabbit-too-large")
+    assert_only_the_bad_one_failed(tracker, totals)
+    assert totals["refused"] == 1
+    said = f"message of {limit + 1} bytes over the broker's max_message_size ({limit})"
+    assert any("RabbitMQSink 'sink'" in e and said in e for e in errors), errors
+    # At least once: a good message the broker took before the refusal, its confirm
+    # lost with the channel, may have been published again.
+    written = _bodies(admin, queue)
+    assert set(written) == {f"good {i}".encode() for i in range(10)}, len(written)
+
+
+def test_the_rabbitmq_sink_keeps_the_limit_the_broker_refused_with(
+    rabbit_queue: tuple[Any, str],
+) -> None:
+    """Once refused, the connection's publisher knows the broker's limit: two messages
+    over it in one batch cost one channel, and a later batch's is refused before it is
+    published (the channel stays open)."""
+    from tupletree.connectors.rabbitmq import ConfirmingPublisher
+
+    admin, queue = rabbit_queue
+    limit = _broker_max_message_size(admin)
+    big = b"x" * (limit + 1)
+    publisher = ConfirmingPublisher(RABBIT_URL, "", queue, queue, "RabbitMQSink 's'", "here")
+    try:
+        first = publisher.write([b"a", big, b"b", big, b"c"])
+        channel = publisher.channel
+        second = publisher.write([b"d", big, b"e"])
+        assert publisher.channel is channel and channel.is_open
+    finally:
+        publisher.close()
+    over = f"message of {limit + 1} bytes over the broker's max_message_size ({limit})"
+    assert first == [None, over, None, over, None], first
+    assert second == [None, over, None], second
+    assert set(_bodies(admin, queue)) == {b"a", b"b", b"c", b"d", b"e"}
+
+
+def test_a_message_over_the_rabbitmq_sink_max_message_bytes_is_refused_alone(
+    rabbit_queue: tuple[Any, str],
+) -> None:
+    """``max_message_bytes`` tells the sink the broker's limit (a broker may set
+    ``max_message_size`` lower than its default): a larger message is refused before it
+    is published, alone, and the broker never closes the channel for it."""
+    from tupletree.connectors.rabbitmq import RabbitMQSink
+
+    admin, queue = rabbit_queue
+    sink = RabbitMQSink(queue, RABBIT_URL, max_message_bytes=1024 * 1024)
+    tracker, totals, errors = feed_with_one_bad(sink, TOO_LARGE, "rabbit-over-option")
+    assert_only_the_bad_one_failed(tracker, totals)
+    assert totals["refused"] == 1
+    said = f"message of {len(TOO_LARGE)} bytes over max_message_bytes ({1024 * 1024})"
+    assert any("RabbitMQSink 'sink'" in e and said in e for e in errors), errors
+    assert sorted(_bodies(admin, queue)) == sorted(f"good {i}".encode() for i in range(10))
+
+
+def test_rabbitmq_sink_max_message_bytes_must_be_positive() -> None:
+    pytest.importorskip("pika", reason="pika is not installed")
+    from tupletree.connectors.rabbitmq import RabbitMQSink
+
+    for bad in (0, -1, 1.5, "1"):
+        with pytest.raises(ValueError, match="max_message_bytes"):
+            RabbitMQSink("q", RABBIT_URL, max_message_bytes=bad)
 
 
 # -- an encode that returns something other than bytes --------------------------------

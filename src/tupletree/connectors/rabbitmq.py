@@ -25,10 +25,26 @@ The spout's contract beyond BrokerSpout's (connectors/spout.py):
   broker's value (None: disabled), which must exceed twice the message timeout plus the
   retry's ``max_delay_secs`` (checked at submit). A bolt's ``reset_timeout`` cannot
   extend it: RabbitMQ has no way to renew a delivery.
+
+The sink's, beyond BrokerSink's (connectors/sink.py): a message over the broker's
+``max_message_size`` fails its input alone, counted as refused, the rest of its batch
+written. RabbitMQ does not tell a client its ``max_message_size`` (128 MiB by default
+in 3.8 to 3.13, 16 MiB from 4.0, set lower by many brokers; pika's negotiated
+``frame_max`` only sizes the frames a body is split into): it refuses a larger message
+by closing the channel (406 PRECONDITION_FAILED, naming its limit), dropping what was
+published after it. The sink then takes the limit from the refusal, refuses the
+message, and publishes the rest of the batch again on a new channel of the same
+connection (a message the broker took just before, whose confirm the closed channel
+lost, is written twice: at least once); from then on that connection refuses a message
+over the limit before publishing it. ``max_message_bytes`` (None by default: the
+broker's refusal is waited for) refuses a larger message before it is published, with
+no channel closed at all.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 from tupletree.config import Config
@@ -48,6 +64,9 @@ except ImportError as exc:
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 MAX_PREFETCH = 65535
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
+# RabbitMQ's reply (406 PRECONDITION_FAILED, closing the channel) to a message over its
+# max_message_size: "message size 134217729 is larger than configured max size 134217728".
+_TOO_LARGE = re.compile(r"message size (\d+) is larger than configured max size (\d+)")
 
 
 def _connect(url: str, connector: str, address: str) -> pika.BlockingConnection:
@@ -262,7 +281,9 @@ class ConfirmingPublisher:
     the caller's thread. ``write(bodies)`` returns one verdict per body: None once the
     broker confirmed it, else why not (nacked, or returned as unroutable); it raises
     when the connection or channel fails, or no confirm came within ``timeout``
-    seconds."""
+    seconds. A body over ``max_bytes``, or over the broker's ``max_message_size`` once
+    it refused one (the channel closed for it is replaced and the batch's unconfirmed
+    bodies published again), is refused alone."""
 
     def __init__(
         self,
@@ -273,6 +294,7 @@ class ConfirmingPublisher:
         connector: str,
         address: str,
         timeout: float = 30.0,
+        max_bytes: int | None = None,
     ) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
@@ -280,6 +302,8 @@ class ConfirmingPublisher:
         self.connector = connector
         self.address = address
         self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.broker_max: int | None = None  # the broker's max_message_size, once refused
         self.error: BaseException | None = None
         self.ready = False
         self.channel: Any = None
@@ -313,7 +337,7 @@ class ConfirmingPublisher:
     def _run_until(self, done: Any, secs: float) -> None:
         loop = self.ioloop
         expired: list[bool] = []
-        timer = loop.call_later(secs, lambda: expired.append(True))
+        timer = loop.call_later(max(0.0, secs), lambda: expired.append(True))
         try:
             while not done() and self.error is None and not expired:
                 loop.poll()
@@ -330,6 +354,7 @@ class ConfirmingPublisher:
 
     def _on_channel(self, channel: Any) -> None:
         self.channel = channel
+        self.tag = 0  # delivery tags count from 1 on each channel
         channel.add_on_close_callback(self._on_failure)
         channel.add_on_return_callback(self._on_return)
         if self.exchange:
@@ -381,17 +406,61 @@ class ConfirmingPublisher:
             raise _connector_error(self.error, self.connector, self.address, "")
         self.verdicts = ["unconfirmed"] * len(bodies)
         self.outstanding.clear()
-        for index, body in enumerate(bodies):
+        deadline = time.monotonic() + self.timeout
+        indices: list[int] | None = list(range(len(bodies)))
+        while indices is not None:
+            self._publish(bodies, indices)
+            self._run_until(lambda: not self.outstanding, deadline - time.monotonic())
+            if not self.outstanding:
+                return self.verdicts
+            indices = self._after_size_refusal(bodies, deadline)
+        raise _connector_error(
+            self.error, self.connector, self.address, "no confirm within the timeout"
+        )
+
+    def _publish(self, bodies: list[bytes], indices: list[int]) -> None:
+        for index in indices:
+            body = bodies[index]
+            refusal = self._too_large(len(body))
+            if refusal is not None:
+                self.verdicts[index] = refusal
+                continue
             self.tag += 1
             props = pika.BasicProperties(delivery_mode=2, message_id=str(self.tag))
             self.outstanding[self.tag] = index
             self.channel.basic_publish(self.exchange, self.routing_key, body, props, mandatory=True)
-        self._run_until(lambda: not self.outstanding, self.timeout)
-        if self.outstanding:
-            raise _connector_error(
-                self.error, self.connector, self.address, "no confirm within the timeout"
-            )
-        return self.verdicts
+
+    def _too_large(self, size: int) -> str | None:
+        broker_max = self.broker_max
+        if broker_max is not None and size > broker_max:
+            return f"message of {size} bytes over the broker's max_message_size ({broker_max})"
+        if self.max_bytes is not None and size > self.max_bytes:
+            return f"message of {size} bytes over max_message_bytes ({self.max_bytes})"
+        return None
+
+    def _after_size_refusal(self, bodies: list[bytes], deadline: float) -> list[int] | None:
+        """When the broker closed the channel for a message over its max_message_size:
+        learn the limit, open a new channel and return the indices of the bodies left
+        unconfirmed (to publish again; those over the limit are refused then). None
+        otherwise, or when the new channel did not open in time."""
+        exc = self.error
+        if not isinstance(exc, pika.exceptions.ChannelClosedByBroker) or exc.reply_code != 406:
+            return None
+        found = _TOO_LARGE.search(exc.reply_text or "")
+        if found is None or not self.conn.is_open:
+            return None
+        limit = int(found.group(2))
+        self.broker_max = limit if self.broker_max is None else min(limit, self.broker_max)
+        unconfirmed = sorted(self.outstanding.values())
+        if not any(len(bodies[i]) > self.broker_max for i in unconfirmed):
+            return None  # published again, nothing would change
+        self.outstanding.clear()
+        self.returned.clear()
+        self.error = None
+        self.ready = False
+        self.conn.channel(on_open_callback=self._on_channel)
+        self._run_until(lambda: self.ready, deadline - time.monotonic())
+        return unconfirmed if self.ready else None
 
     def keepalive(self) -> None:
         """One pass of the I/O loop, not waiting: heartbeats sent and answered while
@@ -434,7 +503,12 @@ class RabbitMQSink(BrokerSink):
     """Publishes each input's ``message`` to ``queue`` (through the default exchange),
     or to ``exchange`` with ``routing_key``; persistent, mandatory, confirmed. The
     exchange and the queue must exist: each connection (the submit-time check's too)
-    declares them passively, and a missing one is a ConnectorError naming it."""
+    declares them passively, and a missing one is a ConnectorError naming it.
+
+    ``max_message_bytes``: a message larger is refused (its input failed alone) before
+    it is published; set it to the broker's ``max_message_size`` when that is known.
+    None (the default): the broker's own refusal is waited for, which costs a channel
+    the first time on each connection (the module docstring says how)."""
 
     def __init__(
         self,
@@ -443,11 +517,21 @@ class RabbitMQSink(BrokerSink):
         *,
         exchange: str = "",
         routing_key: str | None = None,
+        max_message_bytes: int | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         if queue is None and routing_key is None:
             raise ValueError("RabbitMQSink needs a queue or a routing_key")
+        if max_message_bytes is not None and (
+            not isinstance(max_message_bytes, int)
+            or isinstance(max_message_bytes, bool)
+            or max_message_bytes < 1
+        ):
+            raise ValueError(
+                f"max_message_bytes must be a positive integer or None, got {max_message_bytes!r}"
+            )
+        self.max_message_bytes = max_message_bytes
         self.queue = queue
         self.url = url
         self.exchange = exchange
@@ -467,4 +551,5 @@ class RabbitMQSink(BrokerSink):
             self.queue,
             self.connector_name(),
             self.address(),
+            max_bytes=self.max_message_bytes,
         )

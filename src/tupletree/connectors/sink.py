@@ -20,8 +20,9 @@ Contract, for users of a broker sink:
 - A value the sink cannot write fails its input alone: an ``encode`` that returns no
   bytes (TypeError naming the sink, raised in ``execute``), a message the client
   refuses before sending it (Kafka: over ``message.max.bytes``; JetStream: over the
-  server's ``max_payload``; counted as refused). ``check_config`` (at submit) connects once unless
-  ``check_at_submit=False``.
+  server's ``max_payload``), or a message too large for the broker (RabbitMQ: over
+  its ``max_message_size`` or the sink's ``max_message_bytes``); counted as refused.
+  ``check_config`` (at submit) connects once unless ``check_at_submit=False``.
 - ``metrics(topology)[component]["custom"]["connector"][task]``: written (confirmed),
   refused, lost (connection dropped before the confirm), overflow, reconnects, and the
   gauge in_flight.
