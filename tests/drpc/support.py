@@ -228,3 +228,17 @@ class CountOnTick(Bolt, FinishedCallback):
 
     def finished_id(self, request_id: Any) -> None:
         self.collector.emit([request_id, self.counts.pop(request_id, 0)])
+
+
+class RaiseOn(BasicBolt):
+    """[request, args] -> [request, args], but raises for some args: "bad..." a
+    ValueError naming them, "long" a RuntimeError of 100,000 characters."""
+
+    outputs = ["request", "result"]
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        if tup[1].startswith("bad"):
+            raise ValueError(f"cannot take {tup[1]!r}")
+        if tup[1] == "long":
+            raise RuntimeError("y" * 100_000)
+        collector.emit([tup[0], tup[1]])

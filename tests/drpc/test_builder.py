@@ -8,7 +8,7 @@ import pytest
 
 from tupletree import BasicBolt, Config, InvalidTopologyError
 from tupletree.drpc import CoordinatedBolt, LinearDRPCTopologyBuilder, LocalDRPC
-from tupletree.drpc.coordinated_bolt import COORD_STREAM
+from tupletree.drpc.coordinated_bolt import COORD_STREAM, FAILURE_STREAM
 
 from .support import CountAggregator, CreateTuples, EmitFinish, ExclamationDRPC, IdBolt
 
@@ -74,6 +74,12 @@ def test_structure_of_a_three_bolt_topology():
     assert subscriptions(topology, "join-result") == {
         ("bolt2", "default", "fields", ("request",)),
         ("prepare-request", "ret", "fields", ("request",)),
+        # Why a request failed, from any bolt (test_bolt_error_reaches_the_caller.py).
+        *((f"bolt{i}", FAILURE_STREAM, "fields", ("request",)) for i in range(3)),
+    }
+    assert subscriptions(topology, "return-results") == {
+        ("join-result", "default", "none", ()),
+        ("join-result", FAILURE_STREAM, "none", ()),
     }
     assert topology.components["bolt1"].conf[Config.TOPOLOGY_SYSTEM_TICK_FREQ_SECS] == 1
     assert Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS not in topology.components["bolt1"].conf

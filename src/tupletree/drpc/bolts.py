@@ -5,12 +5,21 @@
         "ret"   [request, return-info]  -> join-result
         "id"    [request]               -> the last user bolt (if a FinishedCallback)
     last user bolt --[request, result]--> join-result --[result, return-info]--> return-results
+    any user bolt --"__drpc_failure" [request, reason]--> join-result
+        --"__drpc_failure" [reason, return-info]--> return-results
 
 PrepareRequest gives each request a random 63-bit id, the key every later tuple of the
 request carries in field 0. JoinResult pairs the result with the return info.
 ReturnResults delivers the result to the DRPC server the return info names (a LocalDRPC
 in this process, or a DRPCServer over HTTP) and acks, which completes the request's
 tuple tree; if delivery fails it fails the tuple, and the spout tells the server.
+
+A user bolt that raised for a request (coordinated_bolt.py) says why on the failure
+stream; JoinResult pairs the reason with the return info (the first reason of a request
+wins, a result paired already wins over it), fails the return tuple, and ReturnResults
+fails the request at its server with that reason, so the caller's DRPCExecutionError
+names the bolt and its exception. The spout's own report of the failed tree (the same
+request, with no reason) waits ``failure_grace_secs`` so that this one comes first.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from typing import Any
 
 from tupletree.config import Config
 from tupletree.drpc import registry
+from tupletree.drpc.coordinated_bolt import FAILURE_STREAM
 from tupletree.drpc.expiry import TickExpiry
 from tupletree.drpc.invocations import DRPC_INVOCATIONS_TOKEN, ResultSender, parse_return_info
 from tupletree.drpc.pending import PendingRequests
@@ -64,12 +74,17 @@ class JoinResult(Bolt):
     from ``return_component`` and emits ``[result, return-info]`` anchored to both.
 
     Unpaired halves expire (and are failed) a message timeout after they arrived.
+    ``[request, reason]`` on the failure stream fails the request with ``reason``
+    instead: ``[reason, return-info]`` on that stream (for ReturnResults), and the
+    return tuple is failed.
     """
-
-    outputs = ["result", "return-info"]
 
     def __init__(self, return_component: str) -> None:
         self.return_component = return_component
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["result", "return-info"])
+        declarer.declare_stream(FAILURE_STREAM, ["reason", "return-info"])
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._collector = collector
@@ -78,6 +93,8 @@ class JoinResult(Bolt):
         self._results: TickExpiry[Any] = TickExpiry(timeout)
         # Requests already paired, so a later result for one is known as a second one.
         self._answered: TickExpiry[bool] = TickExpiry(timeout)
+        # Why a request failed, told before its return tuple arrived.
+        self._failures: TickExpiry[str] = TickExpiry(timeout)
 
     def execute(self, tup: Any) -> None:
         collector = self._collector
@@ -86,14 +103,24 @@ class JoinResult(Bolt):
                 for _request, held in table.tick(tup[0]):
                     collector.fail(held)
             self._answered.tick(tup[0])
+            self._failures.tick(tup[0])
             collector.ack(tup)
             return
         request = tup[0]
+        if tup.source_stream == FAILURE_STREAM:
+            self._failed(request, tup[1])
+            collector.ack(tup)
+            return
         if tup.source_component == self.return_component:
             mine, other = self._returns, self._results
         else:
             mine, other = self._results, self._returns
         match = other.pop(request)
+        if match is None and mine is self._returns:
+            reason = self._failures.pop(request)
+            if reason is not None:
+                self._fail_request(request, tup, reason)
+                return
         if match is None:
             if request in mine or request in self._answered:
                 # A second result for one request: the first one wins (Storm keeps the
@@ -106,6 +133,21 @@ class JoinResult(Bolt):
         collector.emit([result_text(result[1]), ret[1]], [result, ret])
         collector.ack(result)
         collector.ack(ret)
+        self._answered.put(request, True)
+
+    def _failed(self, request: Any, reason: Any) -> None:
+        if request in self._answered or request in self._failures:
+            return  # answered already, or failed with an earlier reason
+        ret = self._returns.pop(request)
+        if ret is None:
+            self._failures.put(request, result_text(reason))
+        else:
+            self._fail_request(request, ret, result_text(reason))
+
+    def _fail_request(self, request: Any, ret: Any, reason: str) -> None:
+        collector = self._collector
+        collector.emit([reason, ret[1]], [ret], FAILURE_STREAM)
+        collector.fail(ret)
         self._answered.put(request, True)
 
 
@@ -140,6 +182,24 @@ class ResultDelivery:
             sender = self._senders[address] = ResultSender(*address, token=self._token)
         sender.send(request_id, result)
 
+    def fail(self, return_info: Any, reason: str) -> None:
+        """Fail the request ``return_info`` names with ``reason`` (its caller raises
+        DRPCExecutionError saying it); raises as ``deliver``."""
+        info = parse_return_info(return_info)
+        request_id = str(info["id"])
+        key = info.get("local")
+        if key is not None:
+            book = self._books.get(key)
+            if book is None:
+                book = self._books[key] = registry.lookup(key)
+            book.fail(request_id, reason)
+            return
+        address = (str(info["host"]), int(info["port"]))
+        sender = self._senders.get(address)
+        if sender is None:
+            sender = self._senders[address] = ResultSender(*address, token=self._token)
+        sender.fail(request_id, reason)
+
     def errors(self) -> list[BaseException]:
         """What the background senders failed to deliver since the last call."""
         out: list[BaseException] = []
@@ -162,7 +222,8 @@ class ReturnResults(Bolt):
     ResultSender (batched HTTP posts) and the tuple is acked at once, so the worker
     never waits for the network; a result that cannot be delivered is reported as an
     error of this bolt and its caller gets a timeout (a fail could not reach that
-    server either).
+    server either). On the failure stream, ``[reason, return-info]`` fails the request
+    at its server with ``reason`` (JoinResult's, in a linear DRPC topology).
     """
 
     outputs: list[str] = []
@@ -179,7 +240,10 @@ class ReturnResults(Bolt):
             collector.ack(tup)
             return
         try:
-            self._delivery.deliver(tup[1], result_text(tup[0]))
+            if tup.source_stream == FAILURE_STREAM:
+                self._delivery.fail(tup[1], result_text(tup[0]))
+            else:
+                self._delivery.deliver(tup[1], result_text(tup[0]))
         except Exception as exc:
             collector.report_error(exc)
             collector.fail(tup)

@@ -13,6 +13,8 @@ The topology built around the user's bolts (component ids as shown):
                         |  "ret" ------------------------------------->^     |
                         |  "id" (if boltN is a FinishedCallback) -> boltN    v
                                                                       return-results
+    and "__drpc_failure" from every boltI to join-result, and from it to return-results:
+    why a request failed (a user bolt's exception), for its caller (bolts.py).
 
 Each user bolt is wrapped in a CoordinatedBolt: bolt0 tracks a request through the
 ack of its request tuple, bolt1 expects one count report (from the bolt0 task that had
@@ -48,11 +50,12 @@ from tupletree.drpc.bolts import (
 from tupletree.drpc.coordinated_bolt import (
     ALL,
     COORD_STREAM,
+    FAILURE_STREAM,
     SINGLE,
     CoordinatedBolt,
     is_finished_callback,
 )
-from tupletree.drpc.spout import DRPCSpout
+from tupletree.drpc.spout import FAILURE_GRACE_SECS, DRPCSpout
 from tupletree.errors import InvalidTopologyError
 from tupletree.topology.builder import Topology, TopologyBuilder, field_list
 from tupletree.topology.components import (
@@ -166,12 +169,12 @@ class LinearDRPCTopologyBuilder:
                 f"create_local_topology needs a LocalDRPC, got {type(drpc).__name__}; "
                 "for a DRPC server over HTTP use create_remote_topology()"
             )
-        return self._create(DRPCSpout(self.function, drpc))
+        return self._create(DRPCSpout(self.function, drpc, failure_grace_secs=FAILURE_GRACE_SECS))
 
     def create_remote_topology(self) -> Topology:
         """The topology for any cluster, served by the DRPC servers named in the
         topology config (drpc.servers, drpc.http.port; default 127.0.0.1:3774)."""
-        return self._create(DRPCSpout(self.function))
+        return self._create(DRPCSpout(self.function, failure_grace_secs=FAILURE_GRACE_SECS))
 
     # -- building ---------------------------------------------------------------------
 
@@ -216,12 +219,19 @@ class LinearDRPCTopologyBuilder:
                     d.fields_grouping(PREPARE_ID, ["request"], ID_STREAM)
             if i > 0:
                 d.direct_grouping(bolt_id(i - 1), COORD_STREAM)
-        b.set_bolt(JOIN_ID, JoinResult(PREPARE_ID)).fields_grouping(
+        join = b.set_bolt(JOIN_ID, JoinResult(PREPARE_ID)).fields_grouping(
             bolt_id(last), [out_spec.fields[0]], out_stream
-        ).fields_grouping(PREPARE_ID, ["request"], RETURN_STREAM).add_configuration(
+        )
+        join.fields_grouping(PREPARE_ID, ["request"], RETURN_STREAM).add_configuration(
             Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, EXPIRY_TICK_SECS
         )
-        b.set_bolt(RETURN_ID, ReturnResults()).none_grouping(JOIN_ID)
+        # Why a request failed, from whichever bolt raised, to the task holding its
+        # return info (bolts.py).
+        for i in range(len(components)):
+            join.fields_grouping(bolt_id(i), ["request"], FAILURE_STREAM)
+        b.set_bolt(RETURN_ID, ReturnResults()).none_grouping(JOIN_ID).none_grouping(
+            JOIN_ID, FAILURE_STREAM
+        )
         return b.create_topology()
 
     @staticmethod
@@ -248,13 +258,14 @@ class LinearDRPCTopologyBuilder:
             raise InvalidTopologyError(
                 f"{cid}: declare_output_fields raised {exc!r}", component=cid
             ) from exc
-        if COORD_STREAM in streams:
-            raise InvalidTopologyError(
-                f"{cid} ({type(c.bolt).__name__}) declares stream {COORD_STREAM!r}, which "
-                "the DRPC coordination uses",
-                component=cid,
-                stream=COORD_STREAM,
-            )
+        for reserved in (COORD_STREAM, FAILURE_STREAM):
+            if reserved in streams:
+                raise InvalidTopologyError(
+                    f"{cid} ({type(c.bolt).__name__}) declares stream {reserved!r}, which "
+                    "the DRPC coordination uses",
+                    component=cid,
+                    stream=reserved,
+                )
         return streams
 
     @staticmethod

@@ -26,7 +26,13 @@ emits must be in the counts. So "finished" cascades down the topology, asynchron
 Failure: a failed tuple of the request, or FailedException (or any error) from
 ``finished_id``, marks the request failed: held tuples are failed (so the request's
 tuple tree fails and the DRPC spout tells the caller) and later tuples of it are
-failed too. The per-request state expires a message timeout after it was created
+failed too. The first exception (FailedException included) a task's user bolt raises
+for a request, from ``execute`` or ``finished_id``, is also told downstream, on the
+stream ``__drpc_failure`` as ``[request, reason]``: the reason names the component and
+the user bolt's class and gives the exception's type and message (the message cut to
+``MAX_FAILURE_MESSAGE_CHARS``, control characters escaped), so the builder's JoinResult
+can fail the request with it and the caller reads what went wrong. The per-request
+state expires a message timeout after it was created
 (driven by tick tuples, see expiry.py), failing whatever it still holds and calling
 ``timeout_id`` on a TimeoutCallback bolt, so memory does not grow with lost requests.
 
@@ -51,9 +57,15 @@ from tupletree.drpc.expiry import TickExpiry
 from tupletree.errors import FailedException, InvalidTopologyError
 from tupletree.reliability.protocol import SYSTEM_COMPONENT, SYSTEM_TICK_STREAM
 from tupletree.reliability.tally import COMPLETE, Tally
+from tupletree.runtime.error_log import printable, safe_str
 from tupletree.topology.components import DEFAULT_STREAM, BasicBolt, Bolt
 
 COORD_STREAM = "__coord"
+# [request, reason]: why a request failed here (see the module docstring).
+FAILURE_STREAM = "__drpc_failure"
+# The exception's message in a failure reason is cut to this many characters: the
+# reason crosses sockets (to a DRPC server, then to its caller).
+MAX_FAILURE_MESSAGE_CHARS = 300
 SINGLE = "single"
 ALL = "all"
 
@@ -187,11 +199,13 @@ class CoordinatedBolt(Bolt):
     def declare_output_fields(self, declarer: Any) -> None:
         self.delegate.declare_output_fields(declarer)
         declarer.declare_stream(COORD_STREAM, ["request", "count"], direct=True)
+        declarer.declare_stream(FAILURE_STREAM, ["request", "reason"])
 
     # -- lifecycle --------------------------------------------------------------------
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         self._collector = collector
+        self._component = context.component_id
         timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
         self._tracked: TickExpiry[_Track] = TickExpiry(timeout)
         self._out_tasks = sorted(
@@ -281,10 +295,12 @@ class CoordinatedBolt(Bolt):
             bc.input = tup
             try:
                 self.delegate.execute(tup, bc)  # type: ignore[call-arg]
-            except FailedException:
+            except FailedException as exc:
+                self._tell_failure(tup, exc)
                 self._fail(tup)
             except Exception as exc:
                 self._collector.report_error(exc)
+                self._tell_failure(tup, exc)
                 self._fail(tup)
             else:
                 self._ack(tup)
@@ -293,11 +309,30 @@ class CoordinatedBolt(Bolt):
             return
         try:
             self.delegate.execute(tup)  # type: ignore[call-arg]
-        except FailedException:
+        except FailedException as exc:
+            self._tell_failure(tup, exc)
             self._fail(tup)
         except Exception as exc:
             self._collector.report_error(exc)
+            self._tell_failure(tup, exc)
             self._fail(tup)
+
+    def _tell_failure(self, tup: Any, exc: BaseException) -> None:
+        """The user bolt raised for ``tup``: the first time for its request on this
+        task, say why downstream (before the tuple is failed)."""
+        if tup.is_tick() or tup.is_settled():
+            return
+        request = tup[0]
+        track = self._tracked.get(request)
+        if track is not None and not track.failed:
+            self._emit_failure(request, exc)
+
+    def _emit_failure(self, request: Any, exc: BaseException) -> None:
+        reason = failure_reason(self._component, type(self.delegate).__name__, exc)
+        try:
+            self._collector.emit([request, reason], None, FAILURE_STREAM)
+        except Exception as emit_exc:  # the request fails anyway; only the reason is lost
+            self._collector.report_error(emit_exc)
 
     # -- the user's collector calls ---------------------------------------------------
 
@@ -375,6 +410,8 @@ class CoordinatedBolt(Bolt):
             except Exception as exc:
                 if not isinstance(exc, FailedException):
                     self._collector.report_error(exc)
+                if not track.failed:
+                    self._emit_failure(request, exc)
                 track.failed = True
                 self._fail_held(track)
                 return
@@ -401,6 +438,17 @@ class CoordinatedBolt(Bolt):
                     self._timeout_hook(request)
                 except Exception as exc:
                     self._collector.report_error(exc)
+
+
+def failure_reason(component: str, bolt_class: str, exc: BaseException) -> str:
+    """Why a request failed, for its caller: the component, the user bolt's class, the
+    exception's type and message (cut to MAX_FAILURE_MESSAGE_CHARS, escaped: it is
+    printed by callers and crosses sockets). Never raises."""
+    message = printable(safe_str(exc, MAX_FAILURE_MESSAGE_CHARS))
+    if len(message) > 2 * MAX_FAILURE_MESSAGE_CHARS:  # escapes lengthen it
+        message = message[: 2 * MAX_FAILURE_MESSAGE_CHARS] + "..."
+    said = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return f"the request's tuple tree failed: {component} ({bolt_class}) raised {said}"
 
 
 def _takes_two(fn: Callable[..., Any]) -> bool:

@@ -169,6 +169,9 @@ class ResultSender:
     short pause, then dropped with an error in ``errors`` (for the owning task to report
     on its own thread) and a log line; its callers get a timeout error from the server.
     A result the server refuses as too large (413) on its own fails its request at once.
+    ``fail`` queues a request's failure (with its reason) the same way, in order with
+    the results; one that cannot be delivered is reported as a result is (its caller
+    hears of the failure from the spout then, without the reason).
     """
 
     def __init__(
@@ -179,7 +182,10 @@ class ResultSender:
         self.max_batch = max_batch
         self.token = token
         self.errors: deque[Exception] = deque(maxlen=100)
-        self._queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        # (id, result), (id, reason, True) for a failure, None to stop.
+        self._queue: queue.SimpleQueue[tuple[str, str] | tuple[str, str, bool] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(
             target=self._run, name=f"drpc-results-{host}:{port}", daemon=True
         )
@@ -187,6 +193,9 @@ class ResultSender:
 
     def send(self, request_id: str, result: str) -> None:
         self._queue.put((request_id, result))
+
+    def fail(self, request_id: str, reason: str) -> None:
+        self._queue.put((request_id, reason, True))
 
     def close(self, timeout: float = 5.0) -> None:
         """Deliver what is queued, then stop the thread."""
@@ -202,17 +211,27 @@ class ResultSender:
                 item = q.get()
                 if item is None:
                     break
-                batch = [item]
-                while len(batch) < self.max_batch:
+                batch: list[tuple[str, str]] = []
+                while True:
+                    if len(item) == 3:  # a failure: after the results queued before it
+                        if batch:
+                            self._deliver(client, batch)
+                            batch = []
+                        self._fail(client, item[0], item[1])
+                    else:
+                        batch.append((item[0], item[1]))
+                    if len(batch) >= self.max_batch:
+                        break
                     try:
-                        item = q.get_nowait()
+                        next_item = q.get_nowait()
                     except queue.Empty:
                         break
-                    if item is None:
+                    if next_item is None:
                         stopping = True
                         break
-                    batch.append(item)
-                self._deliver(client, batch)
+                    item = next_item
+                if batch:
+                    self._deliver(client, batch)
         finally:
             client.close()
 
@@ -229,6 +248,23 @@ class ResultSender:
             client.fail(request_id, reason[:1000])
         except Exception as fail_exc:
             log.warning("could not fail DRPC request %s: %s", request_id, fail_exc)
+
+    def _fail(self, client: InvocationsClient, request_id: str, reason: str) -> None:
+        for attempt in (0, 1):
+            try:
+                client.fail(request_id, reason)
+                return
+            except Exception as exc:
+                if attempt == 0 and getattr(exc, "status", None) is None:
+                    time.sleep(0.2)
+                    continue
+                err = ConnectionError(
+                    f"ReturnResults could not fail DRPC request {request_id} at "
+                    f"{self.host}:{self.port}: {type(exc).__name__}: {exc}"
+                )
+                self.errors.append(err)
+                log.warning("%s", err)
+                return
 
     def _deliver(self, client: InvocationsClient, batch: list[tuple[str, str]]) -> None:
         for attempt in (0, 1):

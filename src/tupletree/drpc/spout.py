@@ -20,14 +20,20 @@ queued, else after 0.5 s) into a local deque of at most ``batch`` requests, and 
 thread that posts failures back; ``next_tuple`` only pops the deque. Every request is
 emitted with a message id: when its tuple tree fails (or times out), ``fail`` tells the
 server, which makes the caller raise DRPCExecutionError at once instead of waiting for
-drpc.request.timeout.secs.
+drpc.request.timeout.secs. With ``failure_grace_secs`` (the linear DRPC builder's
+topologies: FAILURE_GRACE_SECS) it tells the server that much later, from
+``next_tuple`` (at once on deactivate and close): a failure the topology reports with
+its reason (bolts.py: a user bolt's exception) reaches the server first, and the
+server keeps the first failure it is told of, so the caller reads the reason.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -52,6 +58,11 @@ FAILED_REASON = (
 )
 STOPPED_REASON = "the DRPC topology stopped before it processed the request"
 
+# How long a linear DRPC topology's spout waits before telling the server a request's
+# tree failed, for the reason to get there first (its path: the failing bolt,
+# join-result, return-results, the server): well above a few rounds of a worker.
+FAILURE_GRACE_SECS = 0.5
+
 FETCH_BATCH = 64
 FETCH_WAIT_SECS = 0.5
 UNREACHABLE_KEPT = 16  # unreported "cannot fetch" events a spout keeps
@@ -62,10 +73,20 @@ class DRPCSpout(Spout):
 
     outputs = ["args", "return-info"]
 
-    def __init__(self, function: str, drpc: Any = None) -> None:
+    def __init__(self, function: str, drpc: Any = None, *, failure_grace_secs: float = 0.0) -> None:
         if not isinstance(function, str) or not function:
             raise ValueError(f"a DRPC function name must be a non-empty str, got {function!r}")
+        if (
+            isinstance(failure_grace_secs, bool)
+            or not isinstance(failure_grace_secs, int | float)
+            or not 0 <= failure_grace_secs <= 60
+        ):
+            raise ValueError(
+                f"failure_grace_secs must be a number of seconds in [0, 60], got "
+                f"{failure_grace_secs!r}"
+            )
         self.function = function
+        self.failure_grace_secs = float(failure_grace_secs)
         # Only the key travels with the (pickled) spout; open() finds the book by it.
         self.local_key: str | None = None if drpc is None else drpc.key
 
@@ -75,6 +96,8 @@ class DRPCSpout(Spout):
         # Requests emitted whose tree has not completed or failed yet: failed on close,
         # so a killed topology's callers hear of it now, not at drpc.request.timeout.secs.
         self._in_flight: set[Any] = set()
+        # (when, msg id): failed trees to tell the server of (failure_grace_secs).
+        self._failing: deque[tuple[float, Any]] = deque()
         if self.local_key is not None:
             self._book = registry.lookup(self.local_key)
             self._wakeup = context.wakeup
@@ -91,6 +114,8 @@ class DRPCSpout(Spout):
         self._remote.start()
 
     def next_tuple(self) -> None:
+        if self._failing:
+            self._tell_failed(time.monotonic())
         remote = self._remote
         if remote is None:
             got = self._book.fetch(self.function, 1, 0.0)
@@ -117,7 +142,8 @@ class DRPCSpout(Spout):
         try:
             self._collector.emit(values, msg_id=msg_id)
         except BaseException:
-            self.fail(msg_id)
+            self._in_flight.discard(msg_id)
+            self._fail_request(msg_id, FAILED_REASON)
             raise
 
     def _report_unreachable(self, remote: _RemoteSource) -> None:
@@ -140,7 +166,17 @@ class DRPCSpout(Spout):
 
     def fail(self, msg_id: Any) -> None:
         self._in_flight.discard(msg_id)
-        self._fail_request(msg_id, FAILED_REASON)
+        if self.failure_grace_secs:
+            self._failing.append((time.monotonic() + self.failure_grace_secs, msg_id))
+        else:
+            self._fail_request(msg_id, FAILED_REASON)
+
+    def _tell_failed(self, now: float) -> None:
+        """Tell the server of the failed trees whose grace ended by ``now`` (all of
+        them for ``math.inf``)."""
+        failing = self._failing
+        while failing and failing[0][0] <= now:
+            self._fail_request(failing.popleft()[1], FAILED_REASON)
 
     def _fail_request(self, msg_id: Any, reason: str) -> None:
         if self._remote is None:
@@ -154,12 +190,17 @@ class DRPCSpout(Spout):
             self._remote.active = True
 
     def deactivate(self) -> None:
+        # next_tuple is not called while inactive: the failed trees are told now.
+        self._tell_failed(math.inf)
         if self._remote is not None:
             self._remote.active = False
 
     def close(self) -> None:
         # The topology stops (killed): its requests in flight will never complete, so
         # their callers get an error now (a result delivered already makes this a no-op).
+        failing = getattr(self, "_failing", None)
+        if failing:
+            self._tell_failed(math.inf)
         in_flight, self._in_flight = getattr(self, "_in_flight", set()), set()
         for msg_id in in_flight:
             self._fail_request(msg_id, STOPPED_REASON)
