@@ -7,6 +7,7 @@ build is installed, as test_emit_checks.py."""
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import pytest
@@ -88,3 +89,19 @@ def test_a_list_passed_to_ack_is_refused_before_any_of_it_is_acked():
     with pytest.raises(TypeError, match="component 'counter': ack takes one Tuple, got a tuple"):
         out.defer_ack((1, 2))
     assert out.deferred == {} and out.deferred_count == 0
+
+
+@pytest.mark.parametrize("how", ["ack", "fail", "reset_timeout", "defer_ack"])
+def test_the_error_carries_no_internal_exception_as_its_context(how):
+    """Raised outside the except that caught the failed cast: on the compiled build,
+    ``from None`` in the except still left mypyc's "Tuple object expected" as the
+    context, printed above the useful error ("During handling of the above exception,
+    another exception occurred")."""
+    out = OutputCollector(TaskWiring("counter", 1, {}, {}, acker_tasks=[9]))
+    with pytest.raises(TypeError, match="takes one Tuple, got a list") as caught:
+        getattr(out, how)([1, 2])
+    err = caught.value
+    assert err.__context__ is None and err.__cause__ is None
+    shown = "".join(traceback.format_exception(err))
+    assert "During handling" not in shown and "Tuple object expected" not in shown
+    assert "_ack_val" not in shown

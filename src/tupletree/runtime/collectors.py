@@ -294,14 +294,19 @@ class SpoutOutputCollector(_Base):
         checked: list[list[Any]] = []
         for i, values in enumerate(rows):
             if route is None or type(values) is not list or len(values) != route.nfields:
+                refused: str | None = None
                 try:
                     route, values = self._checked(stream, values)
                 except EmitError as exc:
+                    refused = str(exc)
+                if refused is not None:
+                    # Raised here, not in the except: the compiled build would keep the
+                    # row's own EmitError as the context despite ``from None``.
                     raise EmitError(
-                        f"emit_batch, row {i} of {len(rows)}: {exc}",
+                        f"emit_batch, row {i} of {len(rows)}: {refused}",
                         component=self._component,
                         stream=stream,
-                    ) from None
+                    )
             checked.append(values)
         if route is None:  # no rows, and not a declared non-direct stream: raises
             route = self._checked(stream, [])[0]
@@ -434,20 +439,23 @@ class OutputCollector(_Base):
             t: Tuple = tup  # a cast on the compiled build: TypeError
             ack_val = t._ack_val
         except (AttributeError, TypeError):
-            raise self._not_a_tuple("ack", tup) from None
-        if ack_val < 0:
+            pass  # raised below, outside the except (see _not_a_tuple)
+        else:
+            if ack_val < 0:
+                return
+            if t._src.owner is not self._owner:
+                self._check_owner(t, "acked")
+            t._ack_val = SETTLED
+            self.deferred_count += 1
+            deferred = self.deferred
+            root = t._root
+            if root:
+                deferred[root] = deferred.get(root, 0) ^ t._edge ^ ack_val
+            elif t._roots:
+                for root, edge in t._roots.items():
+                    deferred[root] = deferred.get(root, 0) ^ edge ^ ack_val
             return
-        if t._src.owner is not self._owner:
-            self._check_owner(t, "acked")
-        t._ack_val = SETTLED
-        self.deferred_count += 1
-        deferred = self.deferred
-        root = t._root
-        if root:
-            deferred[root] = deferred.get(root, 0) ^ t._edge ^ ack_val
-        elif t._roots:
-            for root, edge in t._roots.items():
-                deferred[root] = deferred.get(root, 0) ^ edge ^ ack_val
+        raise self._not_a_tuple("ack", tup)
 
     def take_deferred(self) -> tuple[dict[Id, Id], int]:
         batch = (self.deferred, self.deferred_count)
@@ -600,7 +608,13 @@ class OutputCollector(_Base):
 
     def _not_a_tuple(self, what: str, thing: Any) -> TypeError:
         """The error of ``ack``/``fail``/``reset_timeout`` given something else than a
-        Tuple; built only once the call failed, so the normal path pays nothing."""
+        Tuple; built only once the call failed, so the normal path pays nothing.
+
+        They raise it after their ``try``, not in its ``except``: the compiled build
+        ignores ``from None`` and would keep the failed cast's "Tuple object expected"
+        as the context, printed above this error. The Tuple's path is the ``else``, where
+        ``t`` is surely bound (a ``t`` the except left unbound would cost a NULL check
+        at each of its uses in the compiled build)."""
         if thing is None:
             got = "None"
         elif isinstance(thing, (list, tuple, set, frozenset)):
@@ -614,36 +628,42 @@ class OutputCollector(_Base):
             t: Tuple = tup  # a cast on the compiled build: TypeError
             ack_val = t._ack_val
         except (AttributeError, TypeError):
-            raise self._not_a_tuple("ack", tup) from None
-        if ack_val < 0:
+            pass  # raised below, outside the except (see _not_a_tuple)
+        else:
+            if ack_val < 0:
+                return
+            if t._src.owner is not self._owner:
+                self._check_owner(t, "acked")
+            t._ack_val = SETTLED
+            self._metrics.acked += 1
+            acks = self.acks
+            root = t._root
+            if root:
+                acks[root] = acks.get(root, 0) ^ t._edge ^ ack_val
+            elif t._roots:
+                for root, edge in t._roots.items():
+                    acks[root] = acks.get(root, 0) ^ edge ^ ack_val
             return
-        if t._src.owner is not self._owner:
-            self._check_owner(t, "acked")
-        t._ack_val = SETTLED
-        self._metrics.acked += 1
-        acks = self.acks
-        root = t._root
-        if root:
-            acks[root] = acks.get(root, 0) ^ t._edge ^ ack_val
-        elif t._roots:
-            for root, edge in t._roots.items():
-                acks[root] = acks.get(root, 0) ^ edge ^ ack_val
+        raise self._not_a_tuple("ack", tup)
 
     def fail(self, tup: Any) -> None:
         try:
             t: Tuple = tup  # a cast on the compiled build: TypeError
             ack_val = t._ack_val
         except (AttributeError, TypeError):
-            raise self._not_a_tuple("fail", tup) from None
-        if ack_val < 0:
+            pass  # raised below, outside the except (see _not_a_tuple)
+        else:
+            if ack_val < 0:
+                return
+            if t._src.owner is not self._owner:
+                self._check_owner(t, "failed")
+            t._ack_val = SETTLED
+            self._metrics.failed += 1
+            deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
+            for root in t._tree_edges():
+                deliver[ackers[root % n]]((FAIL, root, 0, 0))
             return
-        if t._src.owner is not self._owner:
-            self._check_owner(t, "failed")
-        t._ack_val = SETTLED
-        self._metrics.failed += 1
-        deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
-        for root in t._tree_edges():
-            deliver[ackers[root % n]]((FAIL, root, 0, 0))
+        raise self._not_a_tuple("fail", tup)
 
     def reset_timeout(self, tup: Any) -> None:
         """Keep ``tup``'s trees alive: restart their timeout at the acker and the spout."""
@@ -651,13 +671,16 @@ class OutputCollector(_Base):
             t: Tuple = tup  # a cast on the compiled build: TypeError
             ack_val = t._ack_val
         except (AttributeError, TypeError):
-            raise self._not_a_tuple("reset_timeout", tup) from None
-        if ack_val >= 0:
-            if t._src.owner is not self._owner:
-                self._check_owner(t, "reset the timeout of")
-            deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
-            for root in t._tree_edges():
-                deliver[ackers[root % n]]((RESET, root, 0, 0))
+            pass  # raised below, outside the except (see _not_a_tuple)
+        else:
+            if ack_val >= 0:
+                if t._src.owner is not self._owner:
+                    self._check_owner(t, "reset the timeout of")
+                deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
+                for root in t._tree_edges():
+                    deliver[ackers[root % n]]((RESET, root, 0, 0))
+            return
+        raise self._not_a_tuple("reset_timeout", tup)
 
     def flush(self) -> None:
         """Send this turn's XOR-combined acks, one message per root."""
