@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any
 
@@ -197,6 +198,23 @@ def test_a_misspelled_known_key_warns_with_the_right_spelling():
         ),
     ):
         cluster.submit_topology("t", {"topology.max.spout.pendng": 10}, simple_topology())
+
+
+def test_the_misspelled_key_warning_points_at_the_users_call():
+    """At the line that passed the key (here, this file's submit_topology and rebalance
+    calls), not inside tupletree (it pointed at cluster.py's ``_checked_submission``)."""
+    with LocalCluster(simulate_time=True) as cluster:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cluster.submit_topology("t", {"topology.max.spout.pendng": 10}, simple_topology())
+            submit_line = sys._getframe().f_lineno - 1
+            cluster.rebalance("t", wait_secs=0, workers=1)
+            rebalance_line = sys._getframe().f_lineno - 1
+        misspelled = [w for w in caught if "topology.max.spout.pendng" in str(w.message)]
+        assert [(w.filename, w.lineno) for w in misspelled] == [
+            (__file__, submit_line),
+            (__file__, rebalance_line),
+        ]
 
 
 def test_a_users_own_key_does_not_warn():

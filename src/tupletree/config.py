@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -322,8 +324,26 @@ def _warn_misspelled(conf: Mapping[str, Any]) -> None:
                 f"config key {key!r} is not one tupletree reads; did you mean {close[0]!r}? "
                 "(unknown keys are only passed on to the components)",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=_users_stacklevel(),
             )
+
+
+# This package's directory: the frames of its files are not the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _users_stacklevel() -> int:
+    """The ``stacklevel`` for a warning of the function calling this that points at the
+    first caller outside tupletree: the user's ``submit_topology`` or ``rebalance``
+    call, however many of tupletree's own frames lie between (_checked_submission,
+    plan_rebalance, validate). ``warnings.warn``'s ``skip_file_prefixes`` does this
+    from Python 3.12 on."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 # Keys a component's override cannot change: the acker tasks and the timeouts of trees
