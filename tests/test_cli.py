@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -294,6 +295,7 @@ def test_a_topology_function_returning_none_is_a_one_line_error(tmp_path: Path) 
 
 
 PAUSED_FILE = """
+import logging
 import os
 from tupletree import Bolt, Spout, TopologyBuilder
 
@@ -425,3 +427,72 @@ def test_a_missing_py_file_is_named_without_a_module_name_hint(
     with pytest.raises(SystemExit) as raised:
         cli.main(["run", "--local", "missing.py"])
     assert str(raised.value) == "tupletree run: no such file: missing.py"
+
+
+FAILING_FILE = """
+from tupletree import Bolt, TopologyBuilder
+from tupletree.testing import FeederSpout
+
+
+class Breaks(Bolt):
+    outputs = []
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        raise RuntimeError("the bolt broke on " + tup.values[0])
+
+
+def topology():
+    feeder = FeederSpout(["line"])
+    feeder.feed(["the-one-line"])
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("breaks", Breaks()).shuffle_grouping("feed")
+    return b.create_topology()
+"""
+
+
+def test_a_task_error_is_printed_once_and_named_in_one_line_at_the_end(tmp_path: Path) -> None:
+    """A LocalCluster logs a task's error as it happens (traceback and all); the end of
+    the run names it in one line instead of printing the whole text a second time."""
+    file = tmp_path / "breaks.py"
+    file.write_text(FAILING_FILE)
+    done = subprocess.run(
+        [sys.executable, "-m", "tupletree.cli", "run", "--local", "--no-ui", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    err = done.stderr
+    # The traceback (its source line is quoted once per printing of it), once.
+    assert err.count('raise RuntimeError("the bolt broke on "') == 1, err
+    assert err.count("Traceback (most recent call last)") == 1, err
+    hint = [line for line in err.splitlines() if "error(s) reported" in line]
+    assert hint == [
+        "tupletree: 1 error(s) reported, logged above as they happened; the first: "
+        "breaks[task 2] execute: RuntimeError: the bolt broke on the-one-line"
+    ], err
+
+
+def test_a_task_error_not_logged_during_the_run_is_printed_whole_at_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When the error was not logged as it happened (tupletree's logger turned down here;
+    a Spark driver does not log its workers' task errors), the end prints its text."""
+    file = tmp_path / "breaks_quietly.py"
+    file.write_text(FAILING_FILE)
+    logger = logging.getLogger("tupletree")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # setLevel, not the attribute: it clears the caches
+    try:
+        assert cli.main(["run", "--local", "--no-ui", str(file)]) == 0
+    finally:
+        logger.setLevel(level)
+    err = capsys.readouterr().err
+    assert err.count('raise RuntimeError("the bolt broke on "') == 1, err
+    assert "1 error(s) reported; the first:\nbreaks[task 2] execute: RuntimeError" in err

@@ -43,13 +43,14 @@ import argparse
 import contextlib
 import errno
 import importlib.util
+import logging
 import math
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -389,6 +390,61 @@ def _run_on_spark(
                 print(f"Spark's own log: {jvm_log}", file=sys.stderr)
 
 
+class _LoggedLines(logging.Filter):
+    """Notes the first line of each record tupletree's loggers pass on during a run (a
+    LocalCluster logs each task error as it is reported, traceback and all; a Spark
+    driver, each worker restart), so that the end of the run names in one line an error
+    already shown instead of printing it again. Lets every record through; keeps at
+    most LIMIT lines."""
+
+    LIMIT = 10_000
+    LOGGERS = ("tupletree", "tupletree.spark.launcher")  # a filter sees its logger's own
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if len(self.lines) < self.LIMIT:
+            with contextlib.suppress(Exception):  # bad arguments: the handler says so
+                self.lines.add(_headline(record.getMessage()))
+        return True
+
+    def shown(self, text: str) -> bool:
+        first = _headline(text)
+        return any(line.endswith(first) for line in list(self.lines))
+
+
+def _headline(text: str) -> str:
+    """An error text's first line (``component[task N] where: Type: message``)."""
+    return text.split("\n", 1)[0]
+
+
+@contextlib.contextmanager
+def _noting_logged() -> Iterator[_LoggedLines]:
+    noted = _LoggedLines()
+    loggers = [logging.getLogger(name) for name in _LoggedLines.LOGGERS]
+    for logger in loggers:
+        logger.addFilter(noted)
+    try:
+        yield noted
+    finally:
+        for logger in loggers:
+            logger.removeFilter(noted)
+
+
+def errors_report(errors: list[str], shown: Callable[[str], bool]) -> str:
+    """The end of a run's word on its errors: the first one's text, or, when it was
+    logged already as it happened, one line naming it (not its whole text again)."""
+    first = errors[0]
+    if shown(first):
+        return (
+            f"tupletree: {len(errors)} error(s) reported, logged above as they happened; "
+            f"the first: {_headline(first)}"
+        )
+    return f"{len(errors)} error(s) reported; the first:\n{first}"
+
+
 def _run(
     cluster: Any,
     module: ModuleType,
@@ -400,6 +456,20 @@ def _run(
 ) -> int:
     """Submit, watch, summarize, kill: the part of ``run`` both clusters share; on Spark
     (``spark`` the session) with where the workers run and how long executors took."""
+    with _noting_logged() as logged:
+        return _submit_and_watch(cluster, module, name, conf, topology, args, spark, logged)
+
+
+def _submit_and_watch(
+    cluster: Any,
+    module: ModuleType,
+    name: str,
+    conf: dict[str, Any],
+    topology: Any,
+    args: argparse.Namespace,
+    spark: Any,
+    logged: _LoggedLines,
+) -> int:
     from tupletree.errors import InvalidConfigError, InvalidTopologyError
     from tupletree.spark.errors import SparkJobFailed, SparkLaunchError
 
@@ -464,7 +534,7 @@ def _run(
         print(report(seen.metrics))
     errors = cluster.errors(name)
     if errors:
-        print(f"{len(errors)} error(s) reported; the first:\n{errors[0]}", file=sys.stderr)
+        print(errors_report(errors, logged.shown), file=sys.stderr)
     cluster.kill_topology(name)
     return 130 if seen.ended is not None else 0
 
