@@ -39,6 +39,7 @@ HOT_MODULES = [
     "tupletree/runtime/metrics.py",
     "tupletree/runtime/routing.py",
     "tupletree/runtime/target_kinds.py",
+    "tupletree/runtime/worker_acks.py",
     "tupletree/runtime/collectors.py",
     "tupletree/runtime/executors.py",
     "tupletree/runtime/batch_collector.py",

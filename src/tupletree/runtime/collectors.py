@@ -12,6 +12,9 @@ Design notes:
   per root into ``acks`` and flushed once at the end of the turn (exact, because XOR is
   associative and commutative). A combined value of 0 is not sent: it cannot change the
   tree's value, and completion is detected by the message that brings it to zero.
+  On a worker, its bolt tasks share one such dict and the worker sends it once per
+  round instead (runtime/worker_acks.py): one message a tree a round, whatever number
+  of its tasks the tree reached.
   Fails and timeout resets are sent at once.
 - A settled tuple (acked or failed) has ``_ack_val = SETTLED`` (-1): acking it again is
   ignored (a double ack would corrupt the tree's XOR), and anchoring to it is an error,
@@ -39,6 +42,7 @@ from tupletree.runtime.error_log import safe_repr
 from tupletree.runtime.metrics import TaskMetrics
 from tupletree.runtime.routing import StreamRoute
 from tupletree.runtime.target_kinds import BATCH, TUPLES
+from tupletree.runtime.worker_acks import WorkerAcks
 from tupletree.topology.batch import Batch
 from tupletree.topology.components import DEFAULT_STREAM
 from tupletree.topology.tuple import Tuple, in_trees
@@ -60,7 +64,10 @@ class TaskWiring:
     ``acker_tasks`` of the ackers on this worker (a spout steers its roots to them);
     ``owner``: the topology instance this task belongs to (see ``TupleSource.owner``);
     ``report``: where ``collector.report_error`` goes; ``target_kinds``: task id -> the
-    form a BatchBolt's emits take to it (runtime/batch_collector.py).
+    form a BatchBolt's emits take to it (runtime/batch_collector.py); ``worker_acks``:
+    the worker's combined acks (runtime/worker_acks.py), which a bolt's collector then
+    adds to and the worker sends once a round (None: the collector sends its own at the
+    end of each turn).
     """
 
     __slots__ = (
@@ -75,6 +82,7 @@ class TaskWiring:
         "routes",
         "target_kinds",
         "task",
+        "worker_acks",
     )
 
     def __init__(
@@ -91,6 +99,7 @@ class TaskWiring:
         local_ackers: list[int] | None = None,
         owner: str | None = None,
         target_kinds: list[int] | None = None,
+        worker_acks: WorkerAcks | None = None,
     ) -> None:
         self.component = component
         self.task = task
@@ -103,6 +112,7 @@ class TaskWiring:
         self.local_ackers: list[int] = local_ackers if local_ackers is not None else []
         self.owner = owner
         self.target_kinds: list[int] = target_kinds if target_kinds is not None else []
+        self.worker_acks = worker_acks
 
 
 def _resolve(
@@ -426,11 +436,15 @@ class OutputCollector(_Base):
     cyclic GC (notes/performance.md).
     """
 
-    __slots__ = ("acks", "deferred", "deferred_count")
+    __slots__ = ("_own_acks", "acks", "deferred", "deferred_count")
 
     def __init__(self, wiring: TaskWiring) -> None:
         super().__init__(wiring)
-        self.acks: dict[Id, Id] = {}
+        shared = wiring.worker_acks
+        # With the worker's combined acks, ``acks`` is the worker's dict and ``flush``
+        # leaves the sending to the worker's round (runtime/worker_acks.py).
+        self.acks: dict[Id, Id] = shared.acks if shared is not None else {}
+        self._own_acks = shared is None
         self.deferred: dict[Id, Id] = {}
         self.deferred_count = 0
 
@@ -683,9 +697,10 @@ class OutputCollector(_Base):
         raise self._not_a_tuple("reset_timeout", tup)
 
     def flush(self) -> None:
-        """Send this turn's XOR-combined acks, one message per root."""
+        """Send this turn's XOR-combined acks, one message per root (unless they are
+        the worker's combined acks: the worker sends those at the end of its round)."""
         acks = self.acks
-        if acks:
+        if acks and self._own_acks:
             deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
             for root, val in acks.items():
                 if val:

@@ -72,6 +72,7 @@ from tupletree.runtime.executors import (
 from tupletree.runtime.routing import build_routes
 from tupletree.runtime.stalls import HeldTuples, TimedOutLog
 from tupletree.runtime.target_kinds import target_kinds
+from tupletree.runtime.worker_acks import WorkerAcks
 from tupletree.topology import groupings as g
 from tupletree.topology.batch import Batch
 from tupletree.topology.builder import Topology
@@ -262,6 +263,8 @@ class Worker:
                 if remote_inbox is None:
                     raise ValueError(f"task {task} is not local and there is no transport")
                 self.inboxes[task] = remote_inbox(task)
+        # The bolts' acks, combined per tree over a round (runtime/worker_acks.py).
+        self.acks = WorkerAcks(self.inboxes, self.acker_tasks)
         # The form a BatchBolt's emits take to each task (runtime/batch_collector.py).
         batch_components = {c.id for c in topology.components.values() if c.is_batch}
         self.target_kinds = target_kinds(
@@ -364,6 +367,7 @@ class Worker:
                 local_ackers=[i for i, t in enumerate(self.acker_tasks) if t in self.local_tasks],
                 owner=self.owner,
                 target_kinds=self.target_kinds,
+                worker_acks=self.acks,
             )
             if isinstance(ex, SpoutExecutor):
                 collector = ex.connect(wiring)
@@ -524,8 +528,16 @@ class Worker:
         return busy
 
     def run_round(self) -> bool:
-        """One turn for every task. True if anything was executed or emitted. A stop
-        requested meanwhile ends the round after the turn that saw it."""
+        """One turn for every task, then the round's combined acks sent. True if
+        anything was executed or emitted. A stop requested meanwhile ends the round
+        after the turn that saw it."""
+        try:
+            return self._turns()
+        finally:
+            # Even after a turn that raised or halted: nothing acked is held back.
+            self.acks.flush()
+
+    def _turns(self) -> bool:
         progressed = False
         batch = self.batch
         # While a bolt's inbox is over its limit, only the bolt with the fullest inbox
@@ -569,7 +581,7 @@ class Worker:
                 progressed = True
                 if isinstance(ex, BoltExecutor):
                     assert ex.collector is not None
-                    ex.collector.flush()  # the acks the hook made, as after a batch
+                    ex.collector.flush()  # the acks the hook made (or the round sends them)
         return progressed
 
     def _backpressured(self) -> bool:
