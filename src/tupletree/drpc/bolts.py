@@ -167,24 +167,24 @@ class ResultDelivery:
     def deliver(self, return_info: Any, result: str) -> None:
         """Send ``result`` for the request ``return_info`` names; raises if the return
         info is malformed or names an unknown LocalDRPC."""
-        info = parse_return_info(return_info)
-        request_id = str(info["id"])
-        key = info.get("local")
-        if key is not None:
-            book = self._books.get(key)
-            if book is None:
-                book = self._books[key] = registry.lookup(key)
+        request_id, book, sender = self._route(return_info)
+        if book is not None:
             book.respond(request_id, result)
-            return
-        address = (str(info["host"]), int(info["port"]))
-        sender = self._senders.get(address)
-        if sender is None:
-            sender = self._senders[address] = ResultSender(*address, token=self._token)
-        sender.send(request_id, result)
+        else:
+            sender.send(request_id, result)
 
     def fail(self, return_info: Any, reason: str) -> None:
         """Fail the request ``return_info`` names with ``reason`` (its caller raises
         DRPCExecutionError saying it); raises as ``deliver``."""
+        request_id, book, sender = self._route(return_info)
+        if book is not None:
+            book.fail(request_id, reason)
+        else:
+            sender.fail(request_id, reason)
+
+    def _route(self, return_info: Any) -> tuple[str, PendingRequests | None, Any]:
+        """The request's id and where its outcome goes: a LocalDRPC's book, or else the
+        sender to its server (made on first use)."""
         info = parse_return_info(return_info)
         request_id = str(info["id"])
         key = info.get("local")
@@ -192,13 +192,12 @@ class ResultDelivery:
             book = self._books.get(key)
             if book is None:
                 book = self._books[key] = registry.lookup(key)
-            book.fail(request_id, reason)
-            return
+            return request_id, book, None
         address = (str(info["host"]), int(info["port"]))
         sender = self._senders.get(address)
         if sender is None:
             sender = self._senders[address] = ResultSender(*address, token=self._token)
-        sender.fail(request_id, reason)
+        return request_id, None, sender
 
     def errors(self) -> list[BaseException]:
         """What the background senders failed to deliver since the last call."""
