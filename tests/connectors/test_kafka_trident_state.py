@@ -25,6 +25,7 @@ from tupletree.connectors.kafka import (  # noqa: E402
 )
 from tupletree.connectors.kafka.local_broker import LocalKafkaBroker  # noqa: E402
 from tupletree.connectors.kafka.trident_state import (  # noqa: E402
+    COMMIT_TRIES,
     TridentKafkaError,
     last_marks,
 )
@@ -152,6 +153,51 @@ CHILD = textwrap.dedent(
     state.commit(1)
     """
 )
+
+
+class CommitAnswerLost:
+    """A producer whose first commit reaches the broker but whose answer never comes
+    back: that call and the next ``lost - 1`` raise a retriable timeout (the retries
+    find the coordinator silent), as when a broker commits and the link then breaks."""
+
+    def __init__(self, producer: Any, lost: int) -> None:
+        self._producer = producer
+        self.lost = lost
+        self.committed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+    def commit_transaction(self, *args: Any) -> None:
+        if not self.lost:
+            return self._producer.commit_transaction(*args)
+        self.lost -= 1
+        if not self.committed:
+            self._producer.commit_transaction(*args)
+            self.committed = True
+        raise confluent_kafka.KafkaException(
+            confluent_kafka.KafkaError(
+                confluent_kafka.KafkaError._TIMED_OUT, "no answer (test)", retriable=True
+            )
+        )
+
+
+def test_a_commit_whose_answer_was_lost_is_not_written_again_on_replay(broker) -> None:
+    """Every try of batch 1's commit timed out, though the broker committed it: the
+    batch fails (so it is replayed), and the replay reads the markers back first and
+    skips it. Aborting and writing it again, as before, wrote it twice."""
+    topic = new_topic(broker)
+    factory = TridentKafkaStateFactory(
+        topic, broker.bootstrap_servers, transactional_id_prefix=f"lost-{topic}"
+    )
+    state = factory.make_state({}, None, 0, 1)
+    state.producer = CommitAnswerLost(state.producer, lost=COMMIT_TRIES)
+    with pytest.raises(TridentKafkaError, match=r"batch 1's commit got no answer in 5 tries"):
+        commit(state, 1, ["once"])
+    commit(state, 1, ["once"])  # the replay
+    commit(state, 2, ["then"])
+    assert read(broker, topic) == [b"once", b"then"]
+    assert state.last == 2
 
 
 def kill_mid_transaction(broker: LocalKafkaBroker, topic: str, prefix: str) -> None:

@@ -31,7 +31,12 @@ ones too). ``decide_in_layout`` then decides each batch as every sink does
 whole is skipped, one it committed in part refused (``SinkLayoutError``); else a batch at
 this partition's txid is skipped, one below it refused (``BatchBehindError``).
 
-Errors: ``commit_transaction`` is tried again on a retriable error; an error that
+Errors: ``commit_transaction`` is tried again on a retriable error. When every try
+timed out, whether the batch committed is unknown (the coordinator may have committed it
+and its answer been lost): the batch fails, nothing is aborted, and the next commit
+starts as a restarted task does (a new producer, whose ``init_transactions`` completes
+or aborts what the old one left, then the markers read back), so the replayed batch is
+skipped if it did commit and written once if it did not. An error that
 requires an abort aborts and raises (the batch fails and is replayed with its txid); a
 fatal one (fenced: another task took this partition over) raises now and at every later
 commit, without a new ``init_transactions`` (which would fence the task that replaced
@@ -117,8 +122,6 @@ class TridentKafkaState(State):
         partitions: int,
         prefix: str | None = None,
     ) -> None:
-        from confluent_kafka import Producer
-
         self.factory, self.partition, self.partitions = factory, partition, partitions
         self.transactional_id = transactional_id
         self.prefix = transactional_id.rsplit("-", 1)[0] if prefix is None else prefix
@@ -129,15 +132,10 @@ class TridentKafkaState(State):
         self._records: list[Record] = []
         self._dead: str | None = None
         self._delivery_error: str | None = None
+        # The last commit's outcome is unknown (every try timed out): start over first.
+        self._uncertain = False
         self.errors = KafkaErrors()  # the client's logs go to logging, its errors kept
-        self.producer = Producer(
-            {
-                **client_config(factory.bootstrap_servers, self.errors),
-                "transactional.id": transactional_id,
-                **factory.producer_config,
-            }
-        )
-        self._kafka("init_transactions", lambda: self.producer.init_transactions(TIMEOUT_SECS))
+        self.producer = self._new_producer()
         self.marker_partitions = self._ensure_marker_topic(partitions)
         self.marker_partition = partition % self.marker_partitions
         # every partition's last marker, of any layout (sinks/base.py decide_in_layout):
@@ -154,6 +152,22 @@ class TridentKafkaState(State):
         return None if mark is None else mark.txid
 
     # -- start ----------------------------------------------------------------------
+
+    def _new_producer(self) -> Any:
+        """This partition's transactional producer, its ``init_transactions`` done: any
+        transaction an earlier producer of the transactional.id left is completed (a
+        commit under way) or aborted, and that producer fenced."""
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                **client_config(self.factory.bootstrap_servers, self.errors),
+                "transactional.id": self.transactional_id,
+                **self.factory.producer_config,
+            }
+        )
+        self._kafka("init_transactions", lambda: producer.init_transactions(TIMEOUT_SECS))
+        return producer
 
     def _kafka(self, what: str, call: Any) -> Any:
         from confluent_kafka import KafkaException
@@ -253,6 +267,11 @@ class TridentKafkaState(State):
         records, self._records = self._records, []
         if self._dead is not None:
             raise TridentKafkaError(self._dead, transactional_id=self.transactional_id)
+        if self._uncertain:
+            # As a restarted task: the last commit is settled and read back first.
+            self.producer = self._new_producer()
+            self.marks = self._read_marks()
+            self._uncertain = False
         if txid is None:
             if records:
                 self._transaction(txid, records)
@@ -306,8 +325,16 @@ class TridentKafkaState(State):
                     p.commit_transaction(TIMEOUT_SECS)
                     return
                 except KafkaException as exc:
-                    if not exc.args[0].retriable() or attempt == COMMIT_TRIES - 1:
+                    if not exc.args[0].retriable():
                         raise
+                    if attempt == COMMIT_TRIES - 1:
+                        self._uncertain = True
+                        raise TridentKafkaError(
+                            f"{self.where}: batch {txid}'s commit got no answer in "
+                            f"{COMMIT_TRIES} tries ({exc.args[0].str()}); whether it "
+                            "committed is read back before the replay",
+                            transactional_id=self.transactional_id,
+                        ) from None
         except KafkaException as exc:
             self._failed(txid, exc.args[0])
 
