@@ -62,9 +62,13 @@ class WorkerStats(TypedDict):
     last report (None before one, or where it cannot be read) and how old that report
     is. LocalCluster's one worker is the process the cluster runs in. A distributed
     worker also counts the frames it refused so far, by kind (``frames_refused``:
-    ``control``, ``data``, ``unreadable``; see ``control.Metrics``)."""
+    ``control``, ``data``, ``unreadable``; see ``control.Metrics``). ``port`` is the
+    port of its data socket (None for LocalCluster's, which has none) and ``tasks`` the
+    ids of the tasks it runs (Storm's executor host and port, in the web view)."""
 
     host: str
+    port: NotRequired[int | None]
+    tasks: NotRequired[list[int]]
     pid: int
     attempt: int
     restarts: int

@@ -376,9 +376,11 @@ class LocalCluster(ClusterBase):
     def worker_stats(self, name: str) -> dict[int, WorkerStats]:
         """The one worker, 0: this process (``attempt`` and ``restarts`` 0, memory read
         now, so its report is 0 s old)."""
-        self._worker(name)
+        worker = self._worker(name)
         stats: WorkerStats = {
             "host": socket.gethostname(),
+            "port": None,
+            "tasks": sorted(worker.layout.task_to_component),
             "pid": os.getpid(),
             "attempt": 0,
             "restarts": 0,

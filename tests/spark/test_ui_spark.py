@@ -97,6 +97,15 @@ def test_rest_metrics_and_steering_on_spark(spark: Any) -> None:
             i: w.pid for i, w in cluster.workers("sparkwc").items()
         }
         assert all(w["restarts"] == 0 for w in workers.values())
+        # Storm's executorStats name the worker each task runs on, with its host and port
+        # (the worker's data socket): split's two executors, one on each worker.
+        addresses = {i: w.address for i, w in cluster.workers("sparkwc").items()}
+        comp = _call("GET", f"{url}{API}/sparkwc/component/split")
+        assert sorted(s["worker"] for s in comp["executorStats"]) == [0, 1]
+        for stats in comp["executorStats"]:
+            worker = stats["worker"]
+            assert stats["host"] == workers[worker]["host"]
+            assert addresses[worker].endswith(f":{stats['port']}")
 
         restarts = _families(url)["tupletree_worker_restarts"].samples
         assert sorted(s.labels["worker"] for s in restarts) == ["0", "1"]
@@ -153,6 +162,10 @@ def test_rest_metrics_and_steering_on_spark(spark: Any) -> None:
         topo = _call("GET", f"{url}{API}/sparkwc")
         assert topo["workersTotal"] == 1 and [w["index"] for w in topo["workers"]] == [0]
         assert {b["boltId"]: b["executors"] for b in topo["bolts"]}["split"] == 1
+        comp = _call("GET", f"{url}{API}/sparkwc/component/split")
+        (port,) = {s["port"] for s in comp["executorStats"]}
+        assert {s["worker"] for s in comp["executorStats"]} == {0}
+        assert cluster.workers("sparkwc")[0].address.endswith(f":{port}")
 
         assert _call("POST", f"{url}{API}/sparkwc/kill/0")["topologyOperation"] == "kill"
         assert cluster.topologies() == []

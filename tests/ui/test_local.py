@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Any
 
@@ -85,6 +86,9 @@ def test_rest_answers_agree_with_cluster_metrics(sim):
     for task, stats in per_task.items():
         assert stats["executed"] == m["count"]["tasks"][task]["executed"]
         assert stats["failed"] == m["count"]["tasks"][task]["failed"]
+        # Storm's executorStats name where the task runs: LocalCluster's one worker,
+        # this process (no port of its own).
+        assert (stats["worker"], stats["host"], stats["port"]) == (0, socket.gethostname(), None)
     (err, *_) = comp["componentErrors"]
     assert "unlucky" in err["error"] and err["where"] == "execute"
     assert "ValueError" in err["traceback"] and "Traceback" in err["traceback"]

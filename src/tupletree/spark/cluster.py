@@ -273,7 +273,13 @@ class SparkCluster(ClusterBase):
         """Per worker index, its current process: ``host``, ``pid``, ``attempt``,
         ``restarts`` (attempts before this one), and from its last report
         ``rss_bytes`` (resident memory), ``frames_refused`` (by kind: ``control``,
-        ``data``, ``unreadable``) and ``report_age_secs`` (None before one)."""
+        ``data``, ``unreadable``) and ``report_age_secs`` (None before one); ``port``,
+        of its data socket, and ``tasks``, those of the layout it runs."""
+        running = self._get(name)
+        tasks: dict[int, list[int]] = {}
+        placement = assign(running.layout, running.conf[Config.TOPOLOGY_WORKERS], running.executors)
+        for task, worker in sorted(placement.items()):
+            tasks.setdefault(worker, []).append(task)
 
         def view(state: DriverState) -> dict[int, WorkerStats]:
             now = time.monotonic()
@@ -285,6 +291,8 @@ class SparkCluster(ClusterBase):
                     report = None  # an earlier attempt's: nothing of this process yet
                 out[index] = {
                     "host": info.host,
+                    "port": _port(info.address),
+                    "tasks": tasks.get(index, []),
                     "pid": info.pid,
                     "attempt": info.attempt,
                     "restarts": restarts.get(index, 0),
@@ -294,7 +302,7 @@ class SparkCluster(ClusterBase):
                 }
             return out
 
-        return self._read(name, view)
+        return running.launcher.read(view)
 
     def worker_restarts(self, name: str) -> dict[int, int]:
         """Worker index -> how many times it was started again since submit (after it
@@ -372,6 +380,12 @@ class SparkCluster(ClusterBase):
         if self._owns_session and self._spark is not None:
             self._spark.stop()
             self._spark = None
+
+
+def _port(address: str) -> int | None:
+    """The port of a worker's data address (``tcp://host:port``)."""
+    port = address.rpartition(":")[2]
+    return int(port) if port.isdigit() else None
 
 
 def _with_python_hint(exc: SparkJobFailed, launcher: Any, spark: Any) -> SparkJobFailed | None:

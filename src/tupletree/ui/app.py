@@ -213,7 +213,8 @@ async def component(request: web.Request) -> web.Response:
             raise ApiError(404, f"topology {name!r} has no component {cid!r}")
         rates = service.history(name).rates()
         records = cluster.error_records(name)
-        return views.component_page(name, info, cid, metrics, rates, records, time.time())
+        workers = cluster.worker_stats(name)
+        return views.component_page(name, info, cid, metrics, rates, records, time.time(), workers)
 
     return web.json_response(await _call(read))
 

@@ -368,9 +368,13 @@ def component_page(
     rates: Mapping[str, Any],
     errors: Sequence[TaskError],
     now: float,
+    workers: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """``GET /api/v1/topology/<name>/component/<id>``; ``cid`` must be in ``metrics``."""
+    """``GET /api/v1/topology/<name>/component/<id>``; ``cid`` must be in ``metrics``.
+    Each task's ``worker``, ``host`` and ``port`` (Storm's) are those of the worker in
+    ``workers`` (``cluster.worker_stats``) whose ``tasks`` hold it (None if none does)."""
     topology = info["topology"]
+    where = {t: (i, w) for i, w in (workers or {}).items() for t in w.get("tasks", ())}
     spec = topology.components.get(cid)
     m = metrics[cid]
     is_spout = spec is not None and spec.is_spout
@@ -379,7 +383,15 @@ def component_page(
     executor_stats = []
     for task, t in sorted(m.get("tasks", {}).items()):
         tr = task_rates.get(task)
-        stats = {"id": f"[{task}-{task}]", "encodedId": f"[{task}-{task}]", "taskId": task}
+        index, worker = where.get(task, (None, {}))
+        stats = {
+            "id": f"[{task}-{task}]",
+            "encodedId": f"[{task}-{task}]",
+            "taskId": task,
+            "worker": index,
+            "host": worker.get("host"),
+            "port": worker.get("port"),
+        }
         tm = t | {"queued": t.get("queued", 0), "queue_limit": t.get("queue_limit", 0)}
         if is_spout:
             stats |= _spout(
