@@ -27,6 +27,7 @@ import pytest
 from tupletree import BasicBolt, LocalCluster, SparkCluster, TopologyBuilder
 from tupletree.cluster import Cluster
 from tupletree.errors import TopologyNotFoundError
+from tupletree.runtime.error_log import MAX_ERROR_CHARS
 from tupletree.testing import FeederSpout
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tupletree"
@@ -172,6 +173,11 @@ def test_local_cluster_answers_worker_stats_logs_and_records(sim_cluster: Any) -
     for method in (sim_cluster.worker_stats, sim_cluster.logs, sim_cluster.error_records):
         with pytest.raises(TopologyNotFoundError):
             method("nope")
+    # A line is cut as an error's text is (the web view serves the newest 500).
+    feeder.feed(["y" * 1_000_000])
+    assert sim_cluster.wait_idle()
+    last = sim_cluster.logs("t")[-1]
+    assert last.startswith("WARNING: user.bolt: saw yyy") and len(last) < MAX_ERROR_CHARS + 100
 
 
 def test_the_docs_page_example_runs() -> None:

@@ -3,6 +3,7 @@ bare ROUTER speaking the protocol, and the protocol's signed frames; no Spark.""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -192,3 +193,21 @@ def test_a_waker_freed_before_its_socket_was_closed_does_not_block_the_next_one(
     assert len({sock.LAST_ENDPOINT for sock in left_open}) == 20
     for sock in left_open:
         sock.close(linger=0)
+
+
+def test_a_worker_ships_a_huge_log_line_cut():
+    """A component's huge log record leaves the worker cut, as an error's text does: the
+    control channel carries at most MAX_PER_SEC lines a second, none of megabytes."""
+    from tupletree.distributed.worker_main import _ForwardLogs
+    from tupletree.runtime.error_log import MAX_ERROR_CHARS
+
+    sent: list[str] = []
+
+    class Control:
+        def log(self, line: str, level: str) -> None:
+            sent.append(line)
+
+    handler = _ForwardLogs(Control())
+    handler.emit(logging.LogRecord("user.bolt", logging.WARNING, "f", 1, "z" * 10**6, (), None))
+    (line,) = sent
+    assert line.startswith("user.bolt: zzz") and len(line) < MAX_ERROR_CHARS + 100

@@ -29,7 +29,7 @@ from tupletree.distributed.driver_state import ONE_SHOT, DriverState, KillTask, 
 from tupletree.distributed.registration import Send
 from tupletree.distributed.supervision import RestartPolicy
 from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
-from tupletree.runtime.error_log import MAX_ERRORS_KEPT
+from tupletree.runtime.error_log import MAX_ERROR_CHARS, MAX_ERRORS_KEPT
 from tupletree.runtime.metrics import COUNTERS, merge_snapshots
 
 POLICY = RestartPolicy(base_delay=0.5, max_delay=30.0, stable_secs=60.0, crash_loop_after=3)
@@ -91,6 +91,16 @@ def test_every_message_lands_in_one_place():
     assert s.errors.events() == [WorkerEvent(ERROR, "E: x", 1006.0, 0, 0, "tb")]
     assert list(s.logs) == ["worker 0 WARNING: careful"]
     assert s.fatal_errors() == {0: "E: x"}
+
+
+def test_a_huge_log_line_is_kept_cut():
+    """A worker's log line is cut as an error's text is: the driver keeps MAX_LOGS_KEPT
+    of them and the web view serves them, so none may be megabytes."""
+    s = live(1)
+    (log,) = s.on(b"r0", Envelope(0, 0, LogLine("WARNING", "x" * 1_000_000)), 2.0)
+    (kept,) = s.logs
+    assert len(kept) < MAX_ERROR_CHARS + 100 and kept.endswith(" more characters]")
+    assert len(log.text) < MAX_ERROR_CHARS + 100
 
 
 def test_what_a_replaced_attempt_or_a_wrong_route_says_is_dropped():

@@ -74,6 +74,7 @@ from tupletree.distributed.rejections import Rejections
 from tupletree.distributed.supervision import Restart, RestartPolicy, Supervisor
 from tupletree.records.errors import ERROR, RESTART, TaskError, WorkerEvent
 from tupletree.runtime.error_book import ErrorBook  # bounded as a LocalCluster worker's
+from tupletree.runtime.error_log import MAX_ERROR_CHARS, safe_str
 from tupletree.runtime.metrics import merge_snapshots
 from tupletree.runtime.stalls import RECENT_LIMIT, TimedOutTree
 
@@ -188,6 +189,7 @@ class DriverState:
                         WorkerEvent(ERROR, error, now + self.epoch_offset, index, attempt, trace)
                     )
                 case LogLine(level=level, line=line):
+                    line = safe_str(line, MAX_ERROR_CHARS)  # kept MAX_LOGS_KEPT times
                     self.logs.append(f"worker {index} {level}: {line}")
                     number = logging.getLevelName(level)
                     number = number if isinstance(number, int) else logging.WARNING

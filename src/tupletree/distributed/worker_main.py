@@ -26,6 +26,7 @@ import zmq
 from tupletree.config import Config
 from tupletree.distributed.control import Activate, Deactivate, Metrics, Peers, Ready, data_key
 from tupletree.runtime.clock import RealClock
+from tupletree.runtime.error_log import MAX_ERROR_CHARS, safe_str
 from tupletree.runtime.gc_tuning import worker_gc
 from tupletree.runtime.memory import resident_bytes
 from tupletree.runtime.worker import IDLE_WAIT_LONGEST_SECS, Worker, pickled_components
@@ -162,7 +163,7 @@ class _ForwardLogs(logging.Handler):
             self.dropped += 1
             return
         self.sent += 1
-        line = f"{record.name}: {self.format(record)}"
+        line = safe_str(f"{record.name}: {self.format(record)}", MAX_ERROR_CHARS)
         if self.dropped:
             line += f" ({self.dropped} earlier records dropped: over {self.MAX_PER_SEC}/s)"
             self.dropped = 0

@@ -10,9 +10,10 @@ thread for its whole life in real time; the caller's thread around each step in
 simulated time). Records of other threads (a connector's I/O thread, the user's own)
 are not a topology's and are not kept.
 
-Bounds: the newest ``limit`` lines per topology; ``forget(name)`` drops a topology's
-lines when it is killed. Cost: one thread-local read per record that reaches the root
-logger at WARNING or up; nothing on the tuple path.
+Bounds: the newest ``limit`` lines per topology, each cut to ``MAX_ERROR_CHARS``;
+``forget(name)`` drops a topology's lines when it is killed. Cost: one thread-local
+read per record that reaches the root logger at WARNING or up; nothing on the tuple
+path.
 
 The handler sits on the root logger, which would silence Python's last-resort handler
 (the one that prints warnings to stderr when the application configured no logging):
@@ -27,6 +28,8 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tupletree.runtime.error_log import MAX_ERROR_CHARS, safe_str
 
 MAX_LOG_LINES_KEPT = 1000
 
@@ -76,6 +79,7 @@ class TopologyLogs(logging.Handler):
             return
         try:
             line = f"{record.levelname}: {record.name}: {self.format(record)}"
+            line = safe_str(line, MAX_ERROR_CHARS)  # kept ``limit`` times
         except Exception:
             self.handleError(record)
             return
