@@ -109,3 +109,23 @@ def test_a_batch_whose_values_do_not_fit_its_rows_is_refused() -> None:
         assert "'split'" in str(exc) and "'pairs'" in str(exc)
     else:
         raise AssertionError("encode took a batch with too few values")
+
+
+def test_a_batch_run_takes_whole_root_runs_and_the_columns_of_a_frame_of_one_run() -> None:
+    """A run of a BatchBolt's task that starts and ends with the frame's root runs gets
+    their slices (runs of one tree past MAX_ROOT_RUN included); one that cuts a root run
+    is made row by row; either way every row keeps its tree and edge."""
+    src = SOURCES[0]
+    long_run = [Tuple([f"w{i}"], src, 2**63 + 5, 0 if i else 77) for i in range(MAX_ROOT_RUN + 3)]
+    words = [Batch.of_tuples([Tuple(["a"], src, 11, 12), Tuple(["b"], src, 11, 0)])]
+    words.append(Batch.of_tuples(long_run))
+    words.append(Batch.of_tuples([Tuple(["c"], src, 0, 0)]))
+    for lists in ({1: words}, {1: words, 2: [Tuple(["x"], src, 11, 3)], 3: words[:1]}):
+        got: dict[int, list[Any]] = {task: [] for task in lists}
+        decode(encode(lists), {}, {t: got[t].extend for t in lists}, batch_tasks={1, 3})
+        for task, items in lists.items():
+            assert [summary(t) for t in rows(got[task])] == [summary(t) for t in rows(items)]
+            assert [t._edge for t in rows(got[task])] == [t._edge for t in rows(items)]
+        batch = got[1][0]
+        assert sum(batch._counts) == len(batch) == len(long_run) + 3
+        assert len(batch._roots) == len(batch._counts)
