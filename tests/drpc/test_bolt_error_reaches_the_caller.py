@@ -6,8 +6,6 @@ was only in the topology's errors, with nothing tying it to the request."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tupletree import Config
@@ -88,8 +86,15 @@ class _Collector:
 
 
 class _Context:
+    """A task's context on a simulated clock (``clock``, seconds)."""
+
+    clock = 0.0
+
     def wakeup(self) -> None:
         pass
+
+    def now(self) -> float:
+        return self.clock
 
 
 def test_the_spout_tells_a_failed_tree_after_its_grace(drpc):
@@ -101,7 +106,8 @@ def test_the_spout_tells_a_failed_tree_after_its_grace(drpc):
 
     spout = DRPCSpout("graced", drpc, failure_grace_secs=0.3)
     collector = _Collector()
-    spout.open({}, _Context(), collector)
+    context = _Context()
+    spout.open({}, context, collector)
     try:
         reqs = [drpc.book.submit("graced", args) for args in "abc"]
         for _ in reqs:
@@ -113,7 +119,10 @@ def test_the_spout_tells_a_failed_tree_after_its_grace(drpc):
         spout.next_tuple()
         assert not any(req.done.is_set() for req in reqs)  # within the grace
         drpc.book.fail(ids[0], "bolt1 (X) raised ValueError: why")  # the topology's
-        time.sleep(0.35)
+        context.clock += 0.29
+        spout.next_tuple()
+        assert not reqs[1].done.is_set()  # still within it
+        context.clock += 0.02
         spout.next_tuple()
         with pytest.raises(DRPCExecutionError, match="ValueError: why"):
             reqs[0].outcome()

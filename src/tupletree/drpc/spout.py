@@ -33,7 +33,6 @@ import logging
 import math
 import queue
 import threading
-import time
 from collections import deque
 from typing import Any
 
@@ -98,6 +97,7 @@ class DRPCSpout(Spout):
         self._in_flight: set[Any] = set()
         # (when, msg id): failed trees to tell the server of (failure_grace_secs).
         self._failing: deque[tuple[float, Any]] = deque()
+        self._now = context.now  # the cluster's clock: simulated time drives the grace
         if self.local_key is not None:
             self._book = registry.lookup(self.local_key)
             self._wakeup = context.wakeup
@@ -115,7 +115,7 @@ class DRPCSpout(Spout):
 
     def next_tuple(self) -> None:
         if self._failing:
-            self._tell_failed(time.monotonic())
+            self._tell_failed(self._now())
         remote = self._remote
         if remote is None:
             got = self._book.fetch(self.function, 1, 0.0)
@@ -167,7 +167,7 @@ class DRPCSpout(Spout):
     def fail(self, msg_id: Any) -> None:
         self._in_flight.discard(msg_id)
         if self.failure_grace_secs:
-            self._failing.append((time.monotonic() + self.failure_grace_secs, msg_id))
+            self._failing.append((self._now() + self.failure_grace_secs, msg_id))
         else:
             self._fail_request(msg_id, FAILED_REASON)
 
