@@ -128,7 +128,7 @@ def test_combined_rounds_end_a_tree_as_separate_acks_do(
         plan[rng.randrange(rounds)].append(val)
 
     inbox: deque[Any] = deque()
-    worker_acks = WorkerAcks({9: inbox}, [9])
+    worker_acks = WorkerAcks({9: inbox.append}, [9])
     ledger = AckerLedger()
     assert ledger.init(root, init, spout_task=0) is None
     outcomes = []

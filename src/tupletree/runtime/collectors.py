@@ -37,7 +37,7 @@ from typing import Any, Final
 from tupletree.errors import EmitError
 from tupletree.reliability.anchoring import anchor_child
 from tupletree.reliability.ids import Id, IdGenerator
-from tupletree.reliability.protocol import ACK, FAIL, INIT, RESET
+from tupletree.reliability.protocol import FAIL, INIT, RESET
 from tupletree.runtime.error_log import safe_repr
 from tupletree.runtime.metrics import TaskMetrics
 from tupletree.runtime.routing import StreamRoute
@@ -442,9 +442,12 @@ class OutputCollector(_Base):
         super().__init__(wiring)
         shared = wiring.worker_acks
         # With the worker's combined acks, ``acks`` is the worker's dict and ``flush``
-        # leaves the sending to the worker's round (runtime/worker_acks.py).
-        self.acks: dict[Id, Id] = shared.acks if shared is not None else {}
-        self._own_acks = shared is None
+        # leaves the sending to the worker's round (runtime/worker_acks.py); without,
+        # the collector sends its own at the end of each turn.
+        self._own_acks: WorkerAcks | None = None
+        if shared is None:
+            shared = self._own_acks = WorkerAcks(self._deliver, self._acker_tasks)
+        self.acks: dict[Id, Id] = shared.acks
         self.deferred: dict[Id, Id] = {}
         self.deferred_count = 0
 
@@ -699,13 +702,9 @@ class OutputCollector(_Base):
     def flush(self) -> None:
         """Send this turn's XOR-combined acks, one message per root (unless they are
         the worker's combined acks: the worker sends those at the end of its round)."""
-        acks = self.acks
-        if acks and self._own_acks:
-            deliver, ackers, n = self._deliver, self._acker_tasks, self._n_ackers
-            for root, val in acks.items():
-                if val:
-                    deliver[ackers[root % n]]((ACK, root, val, 0))
-            acks.clear()
+        own = self._own_acks
+        if own is not None:
+            own.flush()
 
 
 class BasicOutputCollector:

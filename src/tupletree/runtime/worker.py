@@ -264,7 +264,7 @@ class Worker:
                     raise ValueError(f"task {task} is not local and there is no transport")
                 self.inboxes[task] = remote_inbox(task)
         # The bolts' acks, combined per tree over a round (runtime/worker_acks.py).
-        self.acks = WorkerAcks(self.inboxes, self.acker_tasks)
+        self.acks = WorkerAcks({t: box.append for t, box in self.inboxes.items()}, self.acker_tasks)
         # The form a BatchBolt's emits take to each task (runtime/batch_collector.py).
         batch_components = {c.id for c in topology.components.values() if c.is_batch}
         self.target_kinds = target_kinds(

@@ -31,19 +31,20 @@ from tupletree.reliability.protocol import ACK
 
 
 class WorkerAcks:
-    """``acks`` (root -> XOR of what the worker's tasks acked in it this round), shared
-    by the worker's bolt collectors; ``flush()`` sends it, one message a tree."""
+    """``acks`` (root -> XOR of what was acked in it since the last ``flush``), and
+    ``flush()``, which sends it, one ACK message a tree, to each tree's acker
+    (``acker_tasks[root % len(acker_tasks)]``, through ``deliver``: task -> its inbox's
+    ``append``). A worker's bolt collectors share one, which the worker flushes once a
+    round; a collector wired without one has its own, flushed at the end of each turn
+    (collectors.py)."""
 
     __slots__ = ("_ackers", "_deliver", "_n", "acks")
 
-    def __init__(self, inboxes: dict[int, Any], acker_tasks: list[int]) -> None:
+    def __init__(self, deliver: dict[int, Callable[[Any], None]], acker_tasks: list[int]) -> None:
         self.acks: dict[Id, Id] = {}
+        self._deliver = deliver
         self._ackers = acker_tasks
         self._n = len(acker_tasks)
-        # Only the ackers' inboxes: a round's acks go nowhere else.
-        self._deliver: dict[int, Callable[[Any], None]] = {
-            t: inboxes[t].append for t in acker_tasks
-        }
 
     def flush(self) -> None:
         acks = self.acks
